@@ -1,0 +1,104 @@
+//! The notification bus: how a change (a tool list changed, a resource was
+//! updated) travels from where it happens to every listen stream that may want
+//! it, in this process and, with a distributed implementation, on every replica.
+//!
+//! This crate knows no HTTP, no JSON-RPC ids and no listen streams: it moves
+//! [`Event`]s. `core`'s listen hub subscribes once per process and fans events
+//! out to its local streams; that split is what lets a Redis implementation
+//! (TODO(#5)) slot in without touching anything above it.
+//!
+//! Even a single process publishes through the bus, so the one-replica path is
+//! the same path that scales out.
+
+mod memory;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+pub use memory::InMemoryBus;
+
+/// Something that changed, as every replica needs to hear it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// The tool list changed; `catalog_version` is the version after the change.
+    ToolsListChanged {
+        /// The catalog version after the change.
+        catalog_version: u64,
+    },
+    /// The prompt list changed.
+    PromptsListChanged {
+        /// The catalog version after the change.
+        catalog_version: u64,
+    },
+    /// The resource list changed.
+    ResourcesListChanged {
+        /// The catalog version after the change.
+        catalog_version: u64,
+    },
+    /// The resource at `uri` (or one below it) changed.
+    ResourceUpdated {
+        /// The URI that changed.
+        uri: String,
+    },
+}
+
+/// The ways a bus can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The bus has no subscribers and is shutting down.
+    #[error("the bus is closed")]
+    Closed,
+}
+
+/// A crate-local result.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// What a subscriber receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// An event, in publish order.
+    Event(Event),
+    /// The subscriber fell behind and `missed` events were dropped; it must
+    /// assume every list may have changed.
+    Lagged {
+        /// How many events were lost.
+        missed: u64,
+    },
+}
+
+/// The bus: publish events, and subscribe to every event published anywhere.
+pub trait NotificationBus: Send + Sync + 'static {
+    /// Publishes an event to every subscriber, on every replica the
+    /// implementation reaches.
+    ///
+    /// # Errors
+    /// When the event could not be handed to the transport.
+    fn publish(&self, event: Event) -> BoxFuture<'_, Result<()>>;
+
+    /// A new subscription that receives every event published after this call.
+    fn subscribe(&self) -> Subscription;
+}
+
+/// A stream of deliveries from the bus. Dropping it unsubscribes.
+pub struct Subscription {
+    inner: tokio::sync::broadcast::Receiver<Event>,
+}
+
+impl Subscription {
+    /// Waits for the next delivery; `None` once the bus is gone.
+    pub async fn recv(&mut self) -> Option<Delivery> {
+        use tokio::sync::broadcast::error::RecvError;
+        match self.inner.recv().await {
+            Ok(event) => Some(Delivery::Event(event)),
+            Err(RecvError::Lagged(missed)) => Some(Delivery::Lagged { missed }),
+            Err(RecvError::Closed) => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").finish_non_exhaustive()
+    }
+}

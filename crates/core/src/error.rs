@@ -1,0 +1,132 @@
+//! The one place that decides how a failure reaches the client: a JSON-RPC
+//! error, or a tool result with `isError: true` that the model can read and
+//! correct itself from (SEP-1303).
+
+use serde_json::{Value, json};
+use switchyard_protocol::ErrorObject;
+
+use crate::plugin::PluginError;
+use crate::state::OpenError;
+
+/// What can go wrong while serving one request.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A protocol error decided before dispatch (bad `_meta`, version, method).
+    #[error("{0}")]
+    Protocol(ErrorObject),
+    /// No tool of that name.
+    #[error("unknown tool {0}")]
+    UnknownTool(String),
+    /// No prompt of that name.
+    #[error("unknown prompt {0}")]
+    UnknownPrompt(String),
+    /// No resource at that URI.
+    #[error("resource not found: {0}")]
+    ResourceNotFound(String),
+    /// The parameters do not fit the method.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    /// `requestState` did not open.
+    #[error("invalid requestState")]
+    RequestState(#[source] OpenError),
+    /// Tool arguments failed `inputSchema`: the model should see why.
+    #[error("invalid arguments for {tool}")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// What failed, by JSON pointer.
+        problems: Vec<String>,
+    },
+    /// The plugin took longer than its deadline.
+    #[error("{tool} timed out after {seconds} s")]
+    Timeout {
+        /// The tool, prompt or resource.
+        tool: String,
+        /// The deadline, in seconds.
+        seconds: u64,
+    },
+    /// A plugin failed.
+    #[error("plugin {plugin} failed")]
+    Plugin {
+        /// The plugin id.
+        plugin: String,
+        /// The failure.
+        #[source]
+        source: PluginError,
+    },
+    /// The tool's `structuredContent` does not match its `outputSchema`: our
+    /// (or the plugin's) bug, reported to the model as a failed call.
+    #[error("{tool} returned output that does not match its outputSchema")]
+    InvalidOutput {
+        /// The tool.
+        tool: String,
+        /// What failed.
+        problems: Vec<String>,
+    },
+}
+
+/// A crate-local result.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// How an error is delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    /// A JSON-RPC error response.
+    Rpc(ErrorObject),
+    /// A `CallToolResult` with `isError: true` (no `resultType` yet).
+    ToolError(Value),
+}
+
+impl Error {
+    /// Decides the delivery. Internal details are logged here, once, and
+    /// never sent.
+    pub fn delivery(&self) -> Delivery {
+        match self {
+            Self::Protocol(error) => Delivery::Rpc(error.clone()),
+            Self::UnknownTool(name) => Delivery::Rpc(
+                ErrorObject::invalid_params(format!("Unknown tool: {name}")).with_data(json!({ "name": name })),
+            ),
+            Self::UnknownPrompt(name) => Delivery::Rpc(
+                ErrorObject::invalid_params(format!("Unknown prompt: {name}")).with_data(json!({ "name": name })),
+            ),
+            Self::ResourceNotFound(uri) => {
+                Delivery::Rpc(ErrorObject::invalid_params("Resource not found").with_data(json!({ "uri": uri })))
+            }
+            Self::InvalidParams(why) => Delivery::Rpc(ErrorObject::invalid_params(why.clone())),
+            Self::RequestState(why) => {
+                Delivery::Rpc(ErrorObject::invalid_params(format!("Invalid requestState: {why}")))
+            }
+            Self::InvalidArguments { tool, problems } => {
+                Delivery::ToolError(tool_error(&format!("Invalid arguments for tool {tool}: {}", problems.join("; "))))
+            }
+            Self::Timeout { .. } => Delivery::ToolError(tool_error(&self.to_string())),
+            Self::InvalidOutput { tool, problems } => {
+                tracing::error!(tool = %tool, ?problems, "tool output does not match its outputSchema");
+                Delivery::ToolError(tool_error(&format!("Tool {tool} produced invalid output")))
+            }
+            Self::Plugin { plugin, source } => match source {
+                PluginError::Tool(message) => Delivery::ToolError(tool_error(message)),
+                PluginError::InvalidParams(message) => Delivery::Rpc(ErrorObject::invalid_params(message.clone())),
+                PluginError::ResourceNotFound { uri } => Self::ResourceNotFound(uri.clone()).delivery(),
+                PluginError::MissingCapability(capability) => {
+                    Delivery::Rpc(ErrorObject::missing_capability(capability.as_required()))
+                }
+                PluginError::Internal(cause) => {
+                    tracing::error!(plugin = %plugin, error = %cause, "plugin failed");
+                    Delivery::Rpc(ErrorObject::internal())
+                }
+            },
+        }
+    }
+}
+
+impl From<ErrorObject> for Error {
+    fn from(error: ErrorObject) -> Self {
+        Self::Protocol(error)
+    }
+}
+
+/// A `CallToolResult` reporting a failure to the model.
+pub fn tool_error(message: &str) -> Value {
+    json!({ "content": [{ "type": "text", "text": message }], "isError": true })
+}

@@ -1,0 +1,57 @@
+//! Serving clients of the `initialize` era (2025-11-25, 2025-06-18,
+//! 2025-03-26) on the same endpoint, statelessly (DIGEST §11).
+//!
+//! No session is created: `initialize` is answered and forgotten, so the next
+//! request may land on any replica. What a legacy session would have carried
+//! (the negotiated version, a log level) is not needed to serve a request; the
+//! features that need a server-to-client request in that era (sampling,
+//! elicitation) are refused with a tool error naming the revision that supports
+//! them.
+
+use serde_json::{Map, Value, json};
+use switchyard_protocol::logging::LoggingLevel;
+use switchyard_protocol::version::ProtocolVersion;
+
+/// The log threshold for legacy requests: their `logging/setLevel` cannot be
+/// remembered without a session, so we send informational messages and above.
+pub(crate) const LOG_THRESHOLD: LoggingLevel = LoggingLevel::Info;
+
+/// The `InitializeResult` for a legacy client.
+pub(crate) fn initialize_result(params: &Map<String, Value>, server_info: &Value, instructions: Option<&str>) -> Value {
+    let requested = params.get("protocolVersion").and_then(Value::as_str);
+    let version = ProtocolVersion::negotiate_legacy(requested);
+    // Without a standing stream (GET is 405: there is no session to attach it
+    // to) list changes cannot reach a legacy client, so none are promised.
+    let mut result = json!({
+        "protocolVersion": version.as_str(),
+        "capabilities": {
+            "tools": { "listChanged": false },
+            "resources": { "subscribe": false, "listChanged": false },
+            "prompts": { "listChanged": false },
+            "completions": {},
+            "logging": {},
+        },
+        "serverInfo": server_info,
+    });
+    if let Some(instructions) = instructions {
+        result["instructions"] = json!(instructions);
+    }
+    result
+}
+
+/// Removes the members a legacy result does not have.
+pub(crate) fn shape_result(result: &mut Value) {
+    if let Value::Object(map) = result {
+        for member in ["resultType", "ttlMs", "cacheScope"] {
+            map.remove(member);
+        }
+    }
+}
+
+/// The tool error for a tool that needs multi-round input a legacy client
+/// cannot give statelessly.
+pub(crate) fn input_unavailable() -> String {
+    "This tool needs input from the client (elicitation, sampling or roots), which Switchyard \
+     requests through multi-round-trip results: connect with protocol revision 2026-07-28."
+        .to_owned()
+}

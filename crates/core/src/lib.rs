@@ -1,0 +1,40 @@
+//! The MCP data layer of Switchyard: validates a request's metadata, dispatches
+//! it to the plugin that owns the tool, resource or prompt, seals multi-round
+//! state, and runs the listen hub that feeds `subscriptions/listen` streams.
+//!
+//! It knows no HTTP, SSE framing, JWT, SQL or Redis. Transports (`http`, the
+//! binary's stdio loop) hand it parsed JSON-RPC requests and carry back what it
+//! returns: a result, an error, or a stream of listen frames, plus the
+//! notifications a request emits while it runs (progress, log messages).
+//!
+//! # Layout
+//! - [`server`]: [`Server`], the entry point: `prepare` (era, `_meta`, version)
+//!   then `execute` (dispatch by [`Method`](switchyard_protocol::Method)).
+//! - [`plugin`]: the [`Plugin`] trait that every kind of plugin implements.
+//! - [`catalog`]: the current snapshot of what the plugins offer, rebuilt on change.
+//! - [`schema`]: JSON Schema 2020-12 compilation, bounded and offline.
+//! - [`state`]: sealing and opening MRTR `requestState`.
+//! - [`listen`]: the listen hub: one bus subscription, many local streams.
+//! - [`error`]: the one place that decides JSON-RPC error or `isError` result.
+//!
+//! Read `ARCHITECTURE.md` at the repository root for a request's whole path.
+
+pub mod caching;
+pub mod catalog;
+pub mod error;
+pub mod listen;
+pub mod plugin;
+pub mod schema;
+pub mod server;
+pub mod state;
+
+mod cursor;
+mod legacy;
+mod uri_template;
+
+pub use caching::{CachePolicy, CacheScope};
+pub use catalog::Catalog;
+pub use error::{Error, Result};
+pub use listen::{ListenFrame, ListenHub, ListenStream};
+pub use plugin::{CallContext, Caller, Outcome, Plugin, PluginError};
+pub use server::{Config, Execution, Prepared, Server};

@@ -1,0 +1,313 @@
+//! The [`Plugin`] trait: what every kind of plugin (built-in, WASM, upstream
+//! MCP server) implements so the catalog can list and call it.
+//!
+//! A plugin describes its tools, resources, resource templates and prompts as
+//! MCP JSON objects, passed through verbatim to `*/list` (schemas are never run
+//! through a lossy typed struct). Calls are async and fallible; each gets a
+//! [`CallContext`] with its deadline, a cancellation token, the client's
+//! capabilities for this request, a way to report progress and log messages,
+//! and, on a multi-round retry, the client's answers and the opened state.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use switchyard_protocol::capabilities::ClientCapability;
+use switchyard_protocol::logging::LoggingLevel;
+use switchyard_protocol::method::notification;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::caching::CachePolicy;
+use crate::catalog::ListKind;
+
+/// Who is calling. Until authentication lands (#4) every caller is anonymous;
+/// the principal is what `requestState` and task handles are bound to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// A stable identifier of the authenticated principal (issuer and
+    /// subject), or `None` for an anonymous caller.
+    pub principal: Option<String>,
+}
+
+/// What a plugin call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The final result object (`CallToolResult`, `ReadResourceResult` or
+    /// `GetPromptResult`), without `resultType`: the server adds it.
+    Complete(Value),
+    /// The call needs the client's input first (MRTR).
+    InputRequired {
+        /// Server-chosen keys to `{method, params}` input requests.
+        requests: Map<String, Value>,
+        /// Plugin state to carry to the next round; sealed by the server so
+        /// the client cannot read it as anything but an opaque string, and
+        /// cannot change it.
+        state: Option<Value>,
+    },
+}
+
+/// How a plugin call can fail. `core::error` decides what the client sees.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The tool ran and failed in a way the model should see (`isError: true`).
+    #[error("{0}")]
+    Tool(String),
+    /// The request's parameters are wrong (`-32602`).
+    #[error("{0}")]
+    InvalidParams(String),
+    /// The resource does not exist (`-32602` with the URI).
+    #[error("resource not found: {uri}")]
+    ResourceNotFound {
+        /// The URI that was asked for.
+        uri: String,
+    },
+    /// The call cannot proceed without a capability the client did not declare (`-32021`).
+    #[error("missing client capability {0:?}")]
+    MissingCapability(ClientCapability),
+    /// Something broke inside the plugin; logged, and `-32603` to the client.
+    #[error("plugin failure")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// A result of a plugin call.
+pub type PluginResult<T> = std::result::Result<T, PluginError>;
+
+/// A `ref` of `completion/complete`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompletionRef {
+    /// `ref/prompt` by name.
+    Prompt(String),
+    /// `ref/resource` by URI or URI template.
+    Resource(String),
+}
+
+/// A plugin: a named source of tools, resources and prompts.
+///
+/// Listing methods are synchronous and cheap: a plugin whose lists come from
+/// elsewhere (an upstream server) keeps them cached and tells the catalog when
+/// they change through [`CallContext::list_changed`] or a catalog rebuild.
+pub trait Plugin: Send + Sync + 'static {
+    /// The plugin id, unique in the catalog; used in logs and errors.
+    fn id(&self) -> &str;
+
+    /// `Tool` objects, each with `name` and `inputSchema`.
+    fn tools(&self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// `Resource` objects, each with `uri` and `name`.
+    fn resources(&self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// `ResourceTemplate` objects, each with `uriTemplate` and `name`.
+    fn resource_templates(&self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// `Prompt` objects, each with `name`.
+    fn prompts(&self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// How long this plugin's lists and reads may be cached, when it differs
+    /// from the server's configured default.
+    fn cache_policy(&self) -> Option<CachePolicy> {
+        None
+    }
+
+    /// Calls a tool this plugin listed. Arguments were already validated
+    /// against the tool's `inputSchema`.
+    fn call_tool<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Map<String, Value>,
+        cx: CallContext,
+    ) -> BoxFuture<'a, PluginResult<Outcome>> {
+        let _ = (arguments, cx);
+        Box::pin(async move { Err(PluginError::InvalidParams(format!("Unknown tool: {name}"))) })
+    }
+
+    /// Reads a resource this plugin listed, or one matching its templates.
+    fn read_resource<'a>(&'a self, uri: &'a str, cx: CallContext) -> BoxFuture<'a, PluginResult<Outcome>> {
+        let _ = cx;
+        Box::pin(async move { Err(PluginError::ResourceNotFound { uri: uri.to_owned() }) })
+    }
+
+    /// Renders a prompt this plugin listed. Required arguments are present.
+    fn get_prompt<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Map<String, Value>,
+        cx: CallContext,
+    ) -> BoxFuture<'a, PluginResult<Outcome>> {
+        let _ = (arguments, cx);
+        Box::pin(async move { Err(PluginError::InvalidParams(format!("Unknown prompt: {name}"))) })
+    }
+
+    /// Suggests values for an argument of a prompt or resource template this
+    /// plugin owns. Returns candidate values; the server caps and counts them.
+    fn complete<'a>(
+        &'a self,
+        reference: &'a CompletionRef,
+        argument: &'a str,
+        value: &'a str,
+        context: &'a Map<String, Value>,
+    ) -> BoxFuture<'a, PluginResult<Vec<String>>> {
+        let _ = (reference, argument, value, context);
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+/// The answers and state of a multi-round retry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InputRound {
+    /// The client's `inputResponses`, by key.
+    pub responses: Map<String, Value>,
+    /// The state the plugin returned last round, verified and opened.
+    pub state: Option<Value>,
+}
+
+/// Everything a plugin call may use besides its arguments.
+#[derive(Clone)]
+pub struct CallContext {
+    pub(crate) caller: Caller,
+    pub(crate) client_capabilities: Arc<Map<String, Value>>,
+    pub(crate) deadline: Instant,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) input: Option<InputRound>,
+    pub(crate) notifier: Notifier,
+    pub(crate) changes: Option<Arc<dyn ChangeSink>>,
+}
+
+impl CallContext {
+    /// A context for calling a plugin outside a request (tests, warm-up).
+    pub fn detached(deadline: Instant) -> Self {
+        Self {
+            caller: Caller::default(),
+            client_capabilities: Arc::new(Map::new()),
+            deadline,
+            cancel: CancellationToken::new(),
+            input: None,
+            notifier: Notifier::default(),
+            changes: None,
+        }
+    }
+
+    /// The caller.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    /// When the call must be finished; the server stops waiting then.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Cancelled when the client goes away or the deadline passes; a plugin
+    /// doing blocking or long work should watch it.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Whether the client declared `capability` on this request.
+    pub fn client_supports(&self, capability: ClientCapability) -> bool {
+        capability.is_declared_in(&self.client_capabilities)
+    }
+
+    /// The client's answers and the opened state, on a multi-round retry.
+    pub fn input(&self) -> Option<&InputRound> {
+        self.input.as_ref()
+    }
+
+    /// Reports progress; sent only when the request asked for it, and only
+    /// when `progress` increases.
+    pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        self.notifier.progress(progress, total, message).await;
+    }
+
+    /// Sends a log message; sent only when the request set a log level at or
+    /// below `level`. Never log secrets or personal data.
+    pub async fn log(&self, level: LoggingLevel, logger: Option<&str>, data: Value) {
+        self.notifier.log(level, logger, data).await;
+    }
+
+    /// Tells the catalog that this plugin's list of `kind` changed; the
+    /// catalog rebuilds and every listen stream that opted in hears of it.
+    pub async fn list_changed(&self, kind: ListKind) {
+        if let Some(changes) = &self.changes {
+            changes.changed(kind).await;
+        }
+    }
+}
+
+/// Where the catalog learns that a plugin's lists changed.
+pub(crate) trait ChangeSink: Send + Sync {
+    fn changed(&self, kind: ListKind) -> BoxFuture<'_, ()>;
+}
+
+/// Sends a request's own notifications (progress, log messages) to the
+/// transport, which puts them on that request's response stream.
+#[derive(Clone, Default)]
+pub(crate) struct Notifier {
+    inner: Option<Arc<NotifierInner>>,
+}
+
+struct NotifierInner {
+    outbox: mpsc::Sender<Value>,
+    progress_token: Option<Value>,
+    log_level: Option<LoggingLevel>,
+    last_progress: std::sync::Mutex<Option<f64>>,
+}
+
+impl Notifier {
+    pub(crate) fn new(
+        outbox: mpsc::Sender<Value>,
+        progress_token: Option<Value>,
+        log_level: Option<LoggingLevel>,
+    ) -> Self {
+        Self {
+            inner: Some(Arc::new(NotifierInner {
+                outbox,
+                progress_token,
+                log_level,
+                last_progress: Default::default(),
+            })),
+        }
+    }
+
+    async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(inner) = &self.inner else { return };
+        let Some(token) = &inner.progress_token else { return };
+        {
+            // The lock is never held across an await.
+            let mut last = inner.last_progress.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|l| progress <= l) {
+                return; // progress MUST increase
+            }
+            *last = Some(progress);
+        }
+        let mut params = json!({ "progressToken": token, "progress": progress });
+        if let Some(total) = total {
+            params["total"] = json!(total);
+        }
+        if let Some(message) = message {
+            params["message"] = json!(message);
+        }
+        let _ = inner.outbox.send(switchyard_protocol::jsonrpc::notification(notification::PROGRESS, params)).await;
+    }
+
+    async fn log(&self, level: LoggingLevel, logger: Option<&str>, data: Value) {
+        let Some(inner) = &self.inner else { return };
+        if inner.log_level.is_none_or(|threshold| level < threshold) {
+            return;
+        }
+        let mut params = json!({ "level": level.as_str(), "data": data });
+        if let Some(logger) = logger {
+            params["logger"] = json!(logger);
+        }
+        let _ = inner.outbox.send(switchyard_protocol::jsonrpc::notification(notification::MESSAGE, params)).await;
+    }
+}

@@ -1,0 +1,240 @@
+//! Sealing MRTR `requestState` so that a client can carry it but neither read
+//! it as anything meaningful nor change it (SEP-2322: treat it as
+//! attacker-controlled).
+//!
+//! Format: `v1.{key id}.{base64url(payload)}.{base64url(HMAC-SHA256)}`, the MAC
+//! over everything before the last dot. The payload binds the method, a digest
+//! of the request's parameters (without `_meta`, `inputResponses` and
+//! `requestState`), the principal, and an expiry. Keys come from configuration
+//! with ids, so every replica verifies what any replica sealed: the first key
+//! signs, every listed key verifies, which is how keys rotate.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use switchyard_protocol::canonical;
+
+type HmacSha256 = Hmac<Sha256>;
+
+const VERSION: &str = "v1";
+
+/// A signing key with its id.
+#[derive(Clone)]
+pub struct StateKey {
+    /// The key id, written into every sealed state; `[A-Za-z0-9_-]+`.
+    pub id: String,
+    /// The secret, at least 32 bytes.
+    pub secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateKey").field("id", &self.id).field("secret", &"<redacted>").finish()
+    }
+}
+
+/// Why a sealed state was refused. The client only learns that it was invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// Not of our format, or a key id we do not know.
+    #[error("requestState is malformed")]
+    Malformed,
+    /// The MAC does not verify: it was changed.
+    #[error("requestState failed its integrity check")]
+    Tampered,
+    /// It is older than its expiry.
+    #[error("requestState has expired")]
+    Expired,
+    /// It was issued for another method, other parameters or another caller.
+    #[error("requestState does not belong to this request")]
+    WrongRequest,
+}
+
+/// What a sealed state is bound to.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding<'a> {
+    /// The method name.
+    pub method: &'a str,
+    /// The request parameters (the state-carrying members are ignored).
+    pub params: &'a Map<String, Value>,
+    /// The principal, if authenticated.
+    pub principal: Option<&'a str>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Payload {
+    /// Method.
+    m: String,
+    /// Hex SHA-256 of the canonical parameters.
+    d: String,
+    /// Principal.
+    p: Option<String>,
+    /// Expiry, Unix seconds.
+    e: u64,
+    /// Random nonce: two rounds never seal to the same string.
+    n: u64,
+    /// The plugin's state.
+    s: Option<Value>,
+}
+
+/// Seals and opens `requestState` with a configured key ring.
+#[derive(Debug, Clone)]
+pub struct StateSealer {
+    keys: Vec<StateKey>,
+    lifetime: Duration,
+}
+
+impl StateSealer {
+    /// A sealer; `keys[0]` signs, all verify. `keys` must not be empty.
+    pub fn new(keys: Vec<StateKey>, lifetime: Duration) -> Self {
+        assert!(!keys.is_empty(), "a state sealer needs at least one key");
+        Self { keys, lifetime }
+    }
+
+    /// Seals `state` for the request described by `binding`.
+    pub fn seal(&self, binding: Binding<'_>, state: Option<Value>) -> String {
+        let payload = Payload {
+            m: binding.method.to_owned(),
+            d: params_digest(binding.params),
+            p: binding.principal.map(str::to_owned),
+            e: now_secs().saturating_add(self.lifetime.as_secs()),
+            n: rand::random(),
+            s: state,
+        };
+        let key = &self.keys[0];
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).unwrap_or_default());
+        let signed = format!("{VERSION}.{}.{body}", key.id);
+        let tag = URL_SAFE_NO_PAD.encode(mac(&key.secret, signed.as_bytes()).finalize().into_bytes());
+        format!("{signed}.{tag}")
+    }
+
+    /// Verifies and opens a sealed state for the request described by `binding`.
+    ///
+    /// # Errors
+    /// When the state is malformed, tampered with, expired, or was sealed for
+    /// another request.
+    pub fn open(&self, sealed: &str, binding: Binding<'_>) -> Result<Option<Value>, OpenError> {
+        let (signed, tag) = sealed.rsplit_once('.').ok_or(OpenError::Malformed)?;
+        let mut parts = signed.splitn(3, '.');
+        let (Some(VERSION), Some(kid), Some(body)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(OpenError::Malformed);
+        };
+        let key = self.keys.iter().find(|k| k.id == kid).ok_or(OpenError::Malformed)?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| OpenError::Tampered)?;
+        // Constant-time comparison.
+        mac(&key.secret, signed.as_bytes()).verify_slice(&tag).map_err(|_| OpenError::Tampered)?;
+        let payload: Payload = URL_SAFE_NO_PAD
+            .decode(body)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .ok_or(OpenError::Malformed)?;
+        if payload.e < now_secs() {
+            return Err(OpenError::Expired);
+        }
+        if payload.m != binding.method
+            || payload.d != params_digest(binding.params)
+            || payload.p.as_deref() != binding.principal
+        {
+            return Err(OpenError::WrongRequest);
+        }
+        Ok(payload.s)
+    }
+}
+
+fn mac(secret: &[u8], data: &[u8]) -> HmacSha256 {
+    // HMAC accepts keys of any length.
+    let mut mac =
+        <HmacSha256 as Mac>::new_from_slice(secret).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+    mac.update(data);
+    mac
+}
+
+/// The digest of the parameters that identify a request across rounds.
+fn params_digest(params: &Map<String, Value>) -> String {
+    let mut identifying = params.clone();
+    for member in ["_meta", "inputResponses", "requestState"] {
+        identifying.remove(member);
+    }
+    let mut bytes = Vec::new();
+    canonical::write(&Value::Object(identifying), &mut bytes);
+    Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(id: &str, byte: u8) -> StateKey {
+        StateKey { id: id.into(), secret: vec![byte; 32] }
+    }
+
+    fn params(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn round_trips_and_binds_to_the_request() {
+        let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
+        let p = params(json!({"name": "t", "arguments": {"a": 1}, "_meta": {"x": 1}}));
+        let binding = Binding { method: "tools/call", params: &p, principal: None };
+        let sealed = sealer.seal(binding, Some(json!({"round": 1})));
+        // A retry with fresh _meta and inputResponses still opens.
+        let retry = params(json!({"arguments": {"a": 1}, "name": "t", "_meta": {"y": 2}, "inputResponses": {}}));
+        let opened = sealer.open(&sealed, Binding { params: &retry, ..binding }).unwrap();
+        assert_eq!(opened, Some(json!({"round": 1})));
+        // Other arguments, method or principal do not.
+        let other = params(json!({"name": "t", "arguments": {"a": 2}}));
+        assert_eq!(sealer.open(&sealed, Binding { params: &other, ..binding }), Err(OpenError::WrongRequest));
+        assert_eq!(sealer.open(&sealed, Binding { method: "prompts/get", ..binding }), Err(OpenError::WrongRequest));
+        assert_eq!(sealer.open(&sealed, Binding { principal: Some("eve"), ..binding }), Err(OpenError::WrongRequest));
+    }
+
+    #[test]
+    fn refuses_tampering_and_unknown_keys() {
+        let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
+        let p = params(json!({"name": "t"}));
+        let binding = Binding { method: "tools/call", params: &p, principal: None };
+        let sealed = sealer.seal(binding, None);
+        assert_eq!(sealer.open(&format!("{sealed}-TAMPERED"), binding), Err(OpenError::Tampered));
+        let (head, _) = sealed.rsplit_once('.').unwrap();
+        let forged_body =
+            URL_SAFE_NO_PAD.encode(br#"{"m":"tools/call","d":"","p":null,"e":99999999999,"n":1,"s":null}"#);
+        let forged = format!("v1.k1.{forged_body}.{}", head.rsplit('.').next().unwrap());
+        assert_eq!(sealer.open(&forged, binding), Err(OpenError::Tampered));
+        let other_ring = StateSealer::new(vec![key("k2", 2)], Duration::from_secs(60));
+        assert_eq!(other_ring.open(&sealed, binding), Err(OpenError::Malformed));
+        assert_eq!(sealer.open("garbage", binding), Err(OpenError::Malformed));
+    }
+
+    #[test]
+    fn old_keys_verify_after_rotation_and_expiry_is_enforced() {
+        let old = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
+        let rotated = StateSealer::new(vec![key("k2", 2), key("k1", 1)], Duration::from_secs(60));
+        let p = params(json!({"name": "t"}));
+        let binding = Binding { method: "tools/call", params: &p, principal: None };
+        assert!(rotated.open(&old.seal(binding, None), binding).is_ok());
+        assert!(rotated.seal(binding, None).starts_with("v1.k2."));
+        let expired = StateSealer::new(vec![key("k1", 1)], Duration::ZERO);
+        let sealed = expired.seal(binding, None);
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(expired.open(&sealed, binding), Err(OpenError::Expired));
+    }
+
+    #[test]
+    fn two_seals_of_the_same_state_differ() {
+        let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
+        let p = params(json!({"name": "t"}));
+        let binding = Binding { method: "tools/call", params: &p, principal: None };
+        assert_ne!(sealer.seal(binding, None), sealer.seal(binding, None));
+    }
+}

@@ -1,0 +1,208 @@
+//! The JSON-RPC 2.0 envelope: parsing one incoming message, writing responses
+//! and notifications.
+//!
+//! Parsing is strict about the envelope (a batch, a response, a `null` id or a
+//! missing `jsonrpc: "2.0"` is refused) and lenient about nothing else: `params`
+//! stays a raw [`Value`] for the method's own parser.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::ErrorObject;
+
+/// A request id: a string or an integer, never `null`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    /// An integer id; it stays a number when echoed.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+impl RequestId {
+    /// The id as a JSON value, keeping its type.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Self::Number(n) => Value::from(*n),
+            Self::String(s) => Value::from(s.as_str()),
+        }
+    }
+
+    fn from_value(value: &Value) -> Option<Self> {
+        match value {
+            Value::String(s) => Some(Self::String(s.clone())),
+            Value::Number(n) => n.as_i64().map(Self::Number),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Number(n) => write!(f, "{n}"),
+            Self::String(s) => f.write_str(s),
+        }
+    }
+}
+
+/// One message a client sent: a request (has an id) or a notification.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    /// A request, to be answered with a response carrying the same id.
+    Request {
+        /// The request id.
+        id: RequestId,
+        /// The method name as sent.
+        method: String,
+        /// The `params` object; an empty object when absent.
+        params: Map<String, Value>,
+    },
+    /// A notification: no id, never answered.
+    Notification {
+        /// The method name as sent.
+        method: String,
+        /// The `params` object; an empty object when absent.
+        params: Map<String, Value>,
+    },
+}
+
+/// Why a body could not be read as one JSON-RPC message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvelopeError {
+    /// The id, when it could be read, so the error can echo it.
+    pub id: Option<RequestId>,
+    /// The error to answer with (`-32700` or `-32600`).
+    pub error: ErrorObject,
+}
+
+impl Incoming {
+    /// Parses one message from bytes.
+    ///
+    /// # Errors
+    /// `-32700` when the bytes are not JSON (invalid UTF-8 included), `-32600`
+    /// when the JSON is not a single request or notification object.
+    pub fn parse(bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        let value: Value = serde_json::from_slice(bytes)
+            .map_err(|e| EnvelopeError { id: None, error: ErrorObject::parse_error(e.to_string()) })?;
+        Self::from_value(value)
+    }
+
+    /// Validates an already parsed JSON value as one message.
+    ///
+    /// # Errors
+    /// `-32600` when the value is not a single request or notification object.
+    pub fn from_value(value: Value) -> Result<Self, EnvelopeError> {
+        let invalid = |id: Option<RequestId>, why: &str| EnvelopeError { id, error: ErrorObject::invalid_request(why) };
+        let mut object = match value {
+            Value::Object(object) => object,
+            Value::Array(_) => return Err(invalid(None, "batches are not supported")),
+            _ => return Err(invalid(None, "expected a JSON-RPC object")),
+        };
+        let id = match object.get("id") {
+            None => None,
+            Some(raw) => match RequestId::from_value(raw) {
+                Some(id) => Some(id),
+                None => return Err(invalid(None, "id must be a string or an integer")),
+            },
+        };
+        if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(invalid(id, "jsonrpc must be \"2.0\""));
+        }
+        let method = match object.remove("method") {
+            Some(Value::String(method)) => method,
+            Some(_) => return Err(invalid(id, "method must be a string")),
+            None if object.contains_key("result") || object.contains_key("error") => {
+                return Err(invalid(id, "responses are not accepted by a server"));
+            }
+            None => return Err(invalid(id, "method is missing")),
+        };
+        let params = match object.remove("params") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(params)) => params,
+            Some(_) => return Err(invalid(id, "params must be an object")),
+        };
+        Ok(match id {
+            Some(id) => Self::Request { id, method, params },
+            None => Self::Notification { method, params },
+        })
+    }
+}
+
+/// Serialises a success response.
+pub fn success(id: &RequestId, result: &Value) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Success<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        result: &'a Value,
+    }
+    to_bytes(&Success { jsonrpc: "2.0", id, result })
+}
+
+/// Serialises an error response; `id` is `None` only when it could not be read.
+pub fn failure(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Failure<'a> {
+        jsonrpc: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<&'a RequestId>,
+        error: &'a ErrorObject,
+    }
+    to_bytes(&Failure { jsonrpc: "2.0", id, error })
+}
+
+/// Builds a notification message as a JSON value.
+pub fn notification(method: &str, params: Value) -> Value {
+    serde_json::json!({ "jsonrpc": "2.0", "method": method, "params": params })
+}
+
+fn to_bytes(value: &impl Serialize) -> Vec<u8> {
+    // Serialising our own envelope of `Value`s cannot fail: every map key is a string.
+    serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{INVALID_REQUEST, PARSE_ERROR};
+
+    #[test]
+    fn parses_request_and_notification() {
+        let request = Incoming::parse(br#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#).unwrap();
+        assert_eq!(
+            request,
+            Incoming::Request { id: RequestId::Number(7), method: "tools/list".into(), params: Map::new() }
+        );
+        let notification = Incoming::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(matches!(notification, Incoming::Notification { .. }));
+    }
+
+    #[test]
+    fn refuses_malformed_envelopes_with_the_right_code() {
+        let cases: [(&[u8], i32, Option<RequestId>); 8] = [
+            (b"{not json", PARSE_ERROR, None),
+            (b"\xff\xfe", PARSE_ERROR, None),
+            (br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, INVALID_REQUEST, None),
+            (br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, INVALID_REQUEST, None),
+            (br#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#, INVALID_REQUEST, Some(RequestId::Number(3))),
+            (br#"{"jsonrpc":"2.0","id":"a","method":5}"#, INVALID_REQUEST, Some(RequestId::String("a".into()))),
+            (br#"{"jsonrpc":"2.0","id":4,"result":{}}"#, INVALID_REQUEST, Some(RequestId::Number(4))),
+            (br#"{"jsonrpc":"2.0","id":5,"method":"x","params":[1]}"#, INVALID_REQUEST, Some(RequestId::Number(5))),
+        ];
+        for (body, code, id) in cases {
+            let err = Incoming::parse(body).unwrap_err();
+            assert_eq!(err.error.code, code, "{}", String::from_utf8_lossy(body));
+            assert_eq!(err.id, id, "{}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn ids_keep_their_type_when_echoed() {
+        let out = success(&RequestId::Number(42), &serde_json::json!({}));
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":42,"result":{}}"#);
+        let out = failure(Some(&RequestId::String("x".into())), &ErrorObject::internal());
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":"x","error":{"code":-32603,"message":"Internal error"}}"#);
+    }
+}

@@ -1,0 +1,33 @@
+//! The MCP wire format as Switchyard speaks it: the JSON-RPC envelope, method
+//! names, error codes, `_meta` keys, HTTP header names and their value encoding.
+//!
+//! This crate knows no IO, no tokio, no HTTP framework: it turns bytes into
+//! validated values and values into bytes. Every method name, header name and
+//! `_meta` key is spelled here once; the other crates use these constants.
+//!
+//! # Layout
+//! - [`jsonrpc`]: requests, notifications, responses, [`RequestId`], [`ErrorObject`].
+//! - [`method`]: the [`Method`] enum, parsed from the method string in one `match`.
+//! - [`error`]: the numeric error codes and constructors for the MCP-specific errors.
+//! - [`meta`]: `_meta` keys and the per-request [`RequestMeta`].
+//! - [`version`]: protocol revisions we serve and the era of each.
+//! - [`headers`]: Streamable HTTP header names and the `=?base64?…?=` encoding.
+//! - [`capabilities`]: questions asked of a `ClientCapabilities` object.
+//! - [`logging`]: the `LoggingLevel` scale.
+//! - [`canonical`]: a canonical JSON serialisation for digests.
+
+pub mod canonical;
+pub mod capabilities;
+pub mod error;
+pub mod headers;
+pub mod jsonrpc;
+pub mod logging;
+pub mod meta;
+pub mod method;
+pub mod version;
+
+pub use error::ErrorObject;
+pub use jsonrpc::{Incoming, RequestId};
+pub use meta::RequestMeta;
+pub use method::Method;
+pub use version::ProtocolVersion;

@@ -1,0 +1,119 @@
+//! `_meta` keys and the per-request metadata every modern request carries.
+
+use serde_json::{Map, Value};
+
+use crate::error::ErrorObject;
+use crate::logging::LoggingLevel;
+
+/// The member of `params` that holds request metadata.
+pub const META: &str = "_meta";
+/// Required: the protocol revision of this request.
+pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// Required: the client's capabilities for this request.
+pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// Optional: the client's self-description; for display and logs only.
+pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// Optional: the minimum level of `notifications/message` for this request.
+pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+/// On results: the server's self-description.
+pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// On listen-stream frames: the listen request's id.
+pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+/// Optional: asks for `notifications/progress` with this token.
+pub const PROGRESS_TOKEN: &str = "progressToken";
+/// W3C trace context (SEP-414 exception to the prefix rule).
+pub const TRACEPARENT: &str = "traceparent";
+/// W3C trace state.
+pub const TRACESTATE: &str = "tracestate";
+
+/// The validated `_meta` of a modern request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestMeta {
+    /// The protocol version as sent (checked against what we serve later, so
+    /// that header/body mismatches are reported first).
+    pub protocol_version: String,
+    /// The `ClientCapabilities` object of this request.
+    pub client_capabilities: Map<String, Value>,
+    /// The per-request log level, if any.
+    pub log_level: Option<LoggingLevel>,
+    /// The progress token, if any (a string or an integer).
+    pub progress_token: Option<Value>,
+}
+
+impl RequestMeta {
+    /// Reads the protocol version claimed by `params._meta`, if any, without
+    /// validating anything else. Used to classify the era of a request.
+    pub fn claimed_version(params: &Map<String, Value>) -> Option<&str> {
+        params.get(META)?.get(PROTOCOL_VERSION)?.as_str()
+    }
+
+    /// Validates the required keys of `params._meta`.
+    ///
+    /// # Errors
+    /// `-32602` naming the missing or malformed key. `clientInfo` is never required.
+    pub fn parse(params: &Map<String, Value>) -> Result<Self, ErrorObject> {
+        let meta = match params.get(META) {
+            Some(Value::Object(meta)) => meta,
+            Some(_) => return Err(ErrorObject::invalid_params("params._meta must be an object")),
+            None => return Err(ErrorObject::invalid_params("params._meta is required")),
+        };
+        let protocol_version = match meta.get(PROTOCOL_VERSION) {
+            Some(Value::String(v)) => v.clone(),
+            Some(_) => return Err(missing_or_bad(PROTOCOL_VERSION, "must be a string")),
+            None => return Err(missing_or_bad(PROTOCOL_VERSION, "is required")),
+        };
+        let client_capabilities = match meta.get(CLIENT_CAPABILITIES) {
+            Some(Value::Object(c)) => c.clone(),
+            Some(_) => return Err(missing_or_bad(CLIENT_CAPABILITIES, "must be an object")),
+            None => return Err(missing_or_bad(CLIENT_CAPABILITIES, "is required")),
+        };
+        let log_level = match meta.get(LOG_LEVEL) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .as_str()
+                    .and_then(LoggingLevel::parse)
+                    .ok_or_else(|| missing_or_bad(LOG_LEVEL, "is not a logging level"))?,
+            ),
+        };
+        let progress_token = match meta.get(PROGRESS_TOKEN) {
+            None => None,
+            Some(token @ Value::String(_)) => Some(token.clone()),
+            Some(token @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(token.clone()),
+            Some(_) => return Err(missing_or_bad(PROGRESS_TOKEN, "must be a string or an integer")),
+        };
+        Ok(Self { protocol_version, client_capabilities, log_level, progress_token })
+    }
+}
+
+fn missing_or_bad(key: &str, why: &str) -> ErrorObject {
+    ErrorObject::invalid_params(format!("params._meta[\"{key}\"] {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn requires_version_and_capabilities_but_not_client_info() {
+        let ok = params(json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}}}));
+        assert_eq!(RequestMeta::parse(&ok).unwrap().protocol_version, "2026-07-28");
+        for bad in [
+            json!({}),
+            json!({"_meta": 1}),
+            json!({"_meta": {CLIENT_CAPABILITIES: {}}}),
+            json!({"_meta": {PROTOCOL_VERSION: "2026-07-28"}}),
+            json!({"_meta": {PROTOCOL_VERSION: 5, CLIENT_CAPABILITIES: {}}}),
+            json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: []}}),
+            json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}, LOG_LEVEL: "loud"}}),
+            json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}, PROGRESS_TOKEN: 1.5}}),
+        ] {
+            assert_eq!(RequestMeta::parse(&params(bad.clone())).unwrap_err().code, -32602, "{bad}");
+        }
+    }
+}
