@@ -1,1 +1,24 @@
-//! placeholder
+//! The Streamable HTTP transport (MCP 2026-07-28): one POST endpoint that
+//! answers each request with JSON, or with an SSE stream when something must be
+//! sent before the result (progress, log messages) or the request is a
+//! `subscriptions/listen`.
+//!
+//! This crate owns HTTP concerns only: Origin/Host checks, content type and
+//! body limits, the mirrored-header checks of SEP-2243, the JSON-RPC-error to
+//! HTTP-status table, SSE framing, and cache headers derived from `ttlMs` and
+//! `cacheScope`. It knows no SQL, no Redis, and not how tokens are checked.
+//!
+//! # Layout
+//! - [`router`]: the axum `Router` and [`Config`]; [`serve`] runs it.
+//! - `endpoint`: the POST handler, in the validation order of DIGEST §8.6.
+//! - `guard`: Origin and Host allow-lists (DNS-rebinding protection).
+//! - `mirror`: `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`.
+//! - `reply`: JSON and SSE responses, the status table, cache headers.
+
+mod endpoint;
+mod guard;
+mod mirror;
+mod reply;
+mod router;
+
+pub use router::{Config, Health, router, serve};

@@ -1,0 +1,77 @@
+//! The POST handler, in the validation order of DIGEST §8.6 (steps 1 and 2,
+//! method and Origin/Host, happen in the router and `guard`).
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use switchyard_core::Caller;
+use switchyard_protocol::error as codes;
+use switchyard_protocol::jsonrpc::Incoming;
+use tokio::sync::mpsc;
+
+use crate::router::AppState;
+use crate::{mirror, reply};
+
+/// How many notifications a running request may queue before it waits for
+/// the client to read them.
+const OUTBOX: usize = 32;
+
+pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+
+    // Step 4: a JSON body, within the size limit, that is one JSON-RPC message.
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return reply::transport_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            codes::INVALID_REQUEST,
+            "Content-Type must be application/json",
+        );
+    }
+    let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return reply::transport_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                codes::INVALID_REQUEST,
+                "Request body is too large",
+            );
+        }
+    };
+    let (id, method, params) = match Incoming::parse(&bytes) {
+        Ok(Incoming::Request { id, method, params }) => (id, method, params),
+        // No reply for a notification: a client sends none over HTTP in this
+        // revision, and legacy ones (`notifications/initialized`) are dropped.
+        Ok(Incoming::Notification { .. }) => return reply::accepted(),
+        Err(envelope) => return reply::error(envelope.id.as_ref(), &envelope.error),
+    };
+
+    // Step 6: header and body agree where both carry a value.
+    if let Err(e) = mirror::cross_check(&headers, &method, &params) {
+        return reply::error(Some(&id), &e);
+    }
+    // Steps 5, 7, 8: era, required `_meta`, supported version.
+    // TODO(#4): the caller comes from the bearer token.
+    let prepared =
+        match state.server.prepare(id.clone(), &method, params, mirror::modern_hint(&headers), Caller::default()) {
+            Ok(prepared) => prepared,
+            Err(e) => return reply::error(Some(&id), &e),
+        };
+    // Step 9: the standard headers are present and `Mcp-Name`/`Mcp-Param-*` match.
+    if let Err(e) = mirror::require(&headers, &prepared, &state.server) {
+        return reply::error(Some(&id), &e);
+    }
+
+    // Steps 10-12 happen in `core`. Retries of a multi-round request are not cacheable.
+    let cacheable = !prepared.params.contains_key("inputResponses") && !prepared.params.contains_key("requestState");
+    let (outbox, notifications) = mpsc::channel(OUTBOX);
+    let server = state.server.clone();
+    let running = Box::pin(async move { server.execute(prepared, Some(outbox)).await });
+    reply::run(id, running, notifications, cacheable, &headers, state.config.keep_alive).await
+}

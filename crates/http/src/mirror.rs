@@ -1,0 +1,115 @@
+//! The headers that mirror body fields (SEP-2243): `MCP-Protocol-Version`,
+//! `Mcp-Method`, `Mcp-Name` and `Mcp-Param-{Name}`. Intermediaries route on
+//! them, so a header that disagrees with the body is refused with `-32020`.
+//!
+//! Two steps, placed as DIGEST §8.6 orders them: [`cross_check`] compares the
+//! values present in both places before anything else looks at the version
+//! (so a mismatch wins over an unsupported version); [`require`] checks
+//! presence and the name and parameter headers after the version gate.
+
+use axum::http::HeaderMap;
+use serde_json::{Map, Value};
+use switchyard_core::{Prepared, Server};
+use switchyard_protocol::headers::{self, decode_value, matches_body};
+use switchyard_protocol::version::{Era, LEGACY};
+use switchyard_protocol::{ErrorObject, Method, RequestMeta};
+
+/// A header's value as text, trimmed; `-32020` when it has bytes that are not
+/// visible ASCII.
+fn read<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ErrorObject> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(value) => value
+            .to_str()
+            .map(|v| Some(v.trim_matches(|c| c == ' ' || c == '\t')))
+            .map_err(|_| ErrorObject::header_mismatch(format!("{name} has invalid characters"))),
+    }
+}
+
+/// Whether the headers say the client speaks the modern protocol: a
+/// `MCP-Protocol-Version` that is not a legacy revision.
+pub(crate) fn modern_hint(headers: &HeaderMap) -> bool {
+    matches!(read(headers, headers::PROTOCOL_VERSION), Ok(Some(v)) if !LEGACY.contains(&v))
+}
+
+/// Step 6: where a value is both in a header and in the body, they must agree.
+pub(crate) fn cross_check(headers: &HeaderMap, method: &str, params: &Map<String, Value>) -> Result<(), ErrorObject> {
+    let Some(body_version) = RequestMeta::claimed_version(params) else { return Ok(()) };
+    if let Some(header) = read(headers, headers::PROTOCOL_VERSION)?
+        && header != body_version
+    {
+        return Err(ErrorObject::header_mismatch(format!("MCP-Protocol-Version '{header}' vs body '{body_version}'")));
+    }
+    if let Some(header) = read(headers, headers::METHOD)?
+        && header != method
+    {
+        return Err(ErrorObject::header_mismatch(format!("Mcp-Method '{header}' vs body '{method}'")));
+    }
+    Ok(())
+}
+
+/// Step 9: the standard headers are present, and `Mcp-Name` and every
+/// `Mcp-Param-*` agree with the body once decoded.
+pub(crate) fn require(headers: &HeaderMap, request: &Prepared, server: &Server) -> Result<(), ErrorObject> {
+    if request.era == Era::Legacy {
+        return Ok(()); // legacy clients predate these headers
+    }
+    if read(headers, headers::PROTOCOL_VERSION)?.is_none() {
+        return Err(ErrorObject::header_mismatch("MCP-Protocol-Version header is required"));
+    }
+    if read(headers, headers::METHOD)?.is_none() {
+        return Err(ErrorObject::header_mismatch("Mcp-Method header is required"));
+    }
+    if let Some(member) = request.method.name_param() {
+        let header = read(headers, headers::NAME)?.ok_or_else(|| {
+            ErrorObject::header_mismatch(format!("Mcp-Name header is required for {}", request.method))
+        })?;
+        let header = decode(header, "Mcp-Name")?;
+        // A missing or non-string body member is the method's own -32602, later.
+        if let Some(Value::String(body)) = request.params.get(member)
+            && &header != body
+        {
+            return Err(ErrorObject::header_mismatch(format!("Mcp-Name '{header}' vs body '{body}'")));
+        }
+    }
+    if request.method == Method::CallTool {
+        check_params(headers, request, server)?;
+    }
+    Ok(())
+}
+
+fn check_params(headers: &HeaderMap, request: &Prepared, server: &Server) -> Result<(), ErrorObject> {
+    let Some(Value::String(tool)) = request.params.get("name") else { return Ok(()) };
+    let arguments = request.params.get("arguments").and_then(Value::as_object);
+    for param in server.header_params(tool) {
+        let body = arguments.and_then(|a| a.get(&param.argument)).filter(|v| !v.is_null());
+        let header = read(headers, &param.header)?;
+        match (body, header) {
+            (Some(_), None) => {
+                return Err(ErrorObject::header_mismatch(format!(
+                    "{} header is required: argument {} is set",
+                    param.header, param.argument
+                )));
+            }
+            (Some(body), Some(header)) => {
+                let decoded = decode(header, &param.header)?;
+                if !matches_body(&decoded, body) {
+                    return Err(ErrorObject::header_mismatch(format!(
+                        "{} '{decoded}' vs argument {} {body}",
+                        param.header, param.argument
+                    )));
+                }
+            }
+            (None, Some(header)) => {
+                // Nothing to compare with, but a malformed value is still malformed.
+                decode(header, &param.header)?;
+            }
+            (None, None) => {}
+        }
+    }
+    Ok(())
+}
+
+fn decode(raw: &str, name: &str) -> Result<String, ErrorObject> {
+    decode_value(raw).map_err(|e| ErrorObject::header_mismatch(format!("{name} is not validly encoded ({e:?})")))
+}

@@ -1,0 +1,292 @@
+//! Turning what `core` produced into HTTP: the status table, JSON bodies,
+//! SSE streams, and cache headers.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use switchyard_core::{Execution, ListenFrame, ListenStream};
+use switchyard_protocol::error::{self as codes};
+use switchyard_protocol::{ErrorObject, RequestId, jsonrpc};
+use tokio::sync::mpsc;
+
+const JSON: &str = "application/json";
+const EVENT_STREAM: &str = "text/event-stream";
+
+/// The one table from JSON-RPC error code to HTTP status (DIGEST §1.4, §8.4):
+/// request-shape and validation errors are 400, an unknown method is 404,
+/// everything else travels in a 200.
+pub(crate) fn status_of(code: i32) -> StatusCode {
+    match code {
+        codes::PARSE_ERROR
+        | codes::INVALID_REQUEST
+        | codes::INVALID_PARAMS
+        | codes::HEADER_MISMATCH
+        | codes::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | codes::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+        codes::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+fn with_type(status: StatusCode, content_type: &'static str, body: impl Into<Body>) -> Response {
+    let mut response = (status, body.into()).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// A JSON-RPC error response with the status from the table.
+pub(crate) fn error(id: Option<&RequestId>, error: &ErrorObject) -> Response {
+    let mut response = with_type(status_of(error.code), JSON, jsonrpc::failure(id, error));
+    no_store(response.headers_mut());
+    response
+}
+
+/// An error that is not about a JSON-RPC message (413, 415), still with a
+/// JSON-RPC body so clients can tell a modern server from an old one.
+pub(crate) fn transport_error(status: StatusCode, code: i32, message: &str) -> Response {
+    with_type(status, JSON, jsonrpc::failure(None, &ErrorObject::new(code, message)))
+}
+
+/// 403 for a refused Host or Origin.
+pub(crate) fn forbidden(message: &str) -> Response {
+    transport_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, message)
+}
+
+/// A plain-text response.
+pub(crate) fn plain(status: StatusCode, message: &'static str) -> Response {
+    with_type(status, "text/plain; charset=utf-8", message)
+}
+
+/// 202 for an accepted notification.
+pub(crate) fn accepted() -> Response {
+    StatusCode::ACCEPTED.into_response()
+}
+
+fn no_store(headers: &mut HeaderMap) {
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+/// A single JSON response for a finished request, with cache headers derived
+/// from `ttlMs`/`cacheScope`. `cacheable` is false for MRTR retries, whose
+/// results must not be reused.
+pub(crate) fn json_result(id: &RequestId, result: &Value, cacheable: bool, request_headers: &HeaderMap) -> Response {
+    let policy = cacheable.then(|| cache_policy(result)).flatten();
+    let Some((ttl_ms, private)) = policy else {
+        let mut response = with_type(StatusCode::OK, JSON, jsonrpc::success(id, result));
+        no_store(response.headers_mut());
+        return response;
+    };
+    // The ETag covers the result, not the envelope: the id differs per request.
+    let etag = etag(result);
+    let not_modified = request_headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|tags| tags.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let mut response = if not_modified {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        with_type(StatusCode::OK, JSON, jsonrpc::success(id, result))
+    };
+    let headers = response.headers_mut();
+    let scope = if private { "private" } else { "public" };
+    let control =
+        if ttl_ms == 0 { format!("no-cache, {scope}") } else { format!("max-age={}, {scope}", ttl_ms / 1000) };
+    if let Ok(value) = HeaderValue::from_str(&control) {
+        headers.insert(header::CACHE_CONTROL, value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, value);
+    }
+    if private {
+        headers.insert(header::VARY, HeaderValue::from_static("authorization"));
+    }
+    response
+}
+
+/// `(ttlMs, private)` of a complete, cacheable result.
+fn cache_policy(result: &Value) -> Option<(u64, bool)> {
+    if result.get("resultType").and_then(Value::as_str) != Some("complete") {
+        return None;
+    }
+    let ttl = result.get("ttlMs")?.as_u64()?;
+    let private = match result.get("cacheScope")?.as_str()? {
+        "public" => false,
+        "private" => true,
+        _ => return None,
+    };
+    Some((ttl, private))
+}
+
+fn etag(result: &Value) -> String {
+    let mut bytes = Vec::new();
+    switchyard_protocol::canonical::write(result, &mut bytes);
+    let digest = Sha256::digest(&bytes);
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+fn sse_event(message: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(message.len() + 8);
+    event.extend_from_slice(b"data: ");
+    event.extend_from_slice(message);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+fn sse_response(stream: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static) -> Response {
+    let mut response = with_type(StatusCode::OK, EVENT_STREAM, Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // Proxies such as nginx must not buffer the stream.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn final_message(id: &RequestId, execution: Execution) -> Vec<u8> {
+    match execution {
+        Execution::Result(result) => jsonrpc::success(id, &result),
+        Execution::Error(error) => jsonrpc::failure(Some(id), &error),
+        // A listen stream is never the result of a streamed ordinary request.
+        Execution::Listen(_) => jsonrpc::failure(Some(id), &ErrorObject::internal()),
+    }
+}
+
+type Running = Pin<Box<dyn std::future::Future<Output = Execution> + Send>>;
+
+/// Waits for a request to finish. A listen request finishes at once with its
+/// stream. If a request finishes before it sends anything, the answer is one
+/// JSON body; if a notification comes first, the answer
+/// becomes an SSE stream carrying the notifications and then the result.
+/// Dropping the response (the client went away) drops the request: it is
+/// cancelled.
+pub(crate) async fn run(
+    id: RequestId,
+    mut running: Running,
+    mut outbox: mpsc::Receiver<Value>,
+    cacheable: bool,
+    request_headers: &HeaderMap,
+    keep_alive: Duration,
+) -> Response {
+    let first = tokio::select! {
+        biased;
+        execution = &mut running => {
+            // Notifications sent just before the end still go out, before the result.
+            let mut pending = VecDeque::new();
+            while let Ok(message) = outbox.try_recv() {
+                pending.push_back(message);
+            }
+            if pending.is_empty() {
+                return match execution {
+                    Execution::Result(result) => json_result(&id, &result, cacheable, request_headers),
+                    Execution::Error(e) => error(Some(&id), &e),
+                    Execution::Listen(stream) => listen(id, stream, keep_alive),
+                };
+            }
+            let mut events: VecDeque<Bytes> = pending.iter().map(|m| sse_event(&serde_json::to_vec(m).unwrap_or_default())).collect();
+            events.push_back(sse_event(&final_message(&id, execution)));
+            return sse_response(futures::stream::iter(events.into_iter().map(Ok)));
+        }
+        Some(message) = outbox.recv() => message,
+    };
+    enum State {
+        Running { running: Running, outbox: mpsc::Receiver<Value>, id: RequestId },
+        Flushing(VecDeque<Bytes>),
+    }
+    let head = sse_event(&serde_json::to_vec(&first).unwrap_or_default());
+    let rest = futures::stream::unfold(State::Running { running, outbox, id }, |state| async move {
+        match state {
+            State::Running { mut running, mut outbox, id } => {
+                tokio::select! {
+                    biased;
+                    Some(message) = outbox.recv() => {
+                        let event = sse_event(&serde_json::to_vec(&message).unwrap_or_default());
+                        Some((Ok(event), State::Running { running, outbox, id }))
+                    }
+                    execution = &mut running => {
+                        let mut events = VecDeque::new();
+                        while let Ok(message) = outbox.try_recv() {
+                            events.push_back(sse_event(&serde_json::to_vec(&message).unwrap_or_default()));
+                        }
+                        events.push_back(sse_event(&final_message(&id, execution)));
+                        let first = events.pop_front()?;
+                        Some((Ok(first), State::Flushing(events)))
+                    }
+                }
+            }
+            State::Flushing(mut events) => events.pop_front().map(|e| (Ok(e), State::Flushing(events))),
+        }
+    });
+    sse_response(futures::stream::StreamExt::chain(futures::stream::once(async move { Ok(head) }), rest))
+}
+
+/// A listen stream as SSE: frames as they come, a comment line every
+/// `keep_alive`, and the final result on a graceful end.
+pub(crate) fn listen(id: RequestId, stream: ListenStream, keep_alive: Duration) -> Response {
+    let mut ticker = tokio::time::interval(keep_alive);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let events = futures::stream::unfold(Some((stream, ticker, id, true)), |state| async move {
+        let (mut stream, mut ticker, id, first) = state?;
+        if first {
+            ticker.reset(); // the first tick of an interval fires at once
+        }
+        tokio::select! {
+            biased;
+            frame = stream.next() => match frame {
+                Some(ListenFrame::Notification(message)) => {
+                    let event = sse_event(&serde_json::to_vec(&message).unwrap_or_default());
+                    Some((Ok(event), Some((stream, ticker, id, false))))
+                }
+                Some(ListenFrame::Final(result)) => Some((Ok(sse_event(&jsonrpc::success(&id, &result))), None)),
+                None => None,
+            },
+            _ = ticker.tick() => Some((Ok(Bytes::from_static(b":\n\n")), Some((stream, ticker, id, false)))),
+        }
+    });
+    sse_response(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn status_table() {
+        assert_eq!(status_of(codes::METHOD_NOT_FOUND), StatusCode::NOT_FOUND);
+        assert_eq!(status_of(codes::UNSUPPORTED_PROTOCOL_VERSION), StatusCode::BAD_REQUEST);
+        assert_eq!(status_of(codes::INTERNAL_ERROR), StatusCode::OK);
+    }
+
+    #[test]
+    fn cache_headers_follow_ttl_and_scope() {
+        let id = RequestId::Number(1);
+        let headers = HeaderMap::new();
+        let public = json!({"resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "tools": []});
+        let response = json_result(&id, &public, true, &headers);
+        assert_eq!(response.headers()[header::CACHE_CONTROL], "max-age=60, public");
+        assert!(response.headers().get(header::VARY).is_none());
+        let etag = response.headers()[header::ETAG].clone();
+
+        let mut conditional = HeaderMap::new();
+        conditional.insert(header::IF_NONE_MATCH, etag);
+        assert_eq!(json_result(&RequestId::Number(2), &public, true, &conditional).status(), StatusCode::NOT_MODIFIED);
+
+        let private = json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "private"});
+        let response = json_result(&id, &private, true, &headers);
+        assert_eq!(response.headers()[header::CACHE_CONTROL], "no-cache, private");
+        assert_eq!(response.headers()[header::VARY], "authorization");
+
+        // An MRTR retry, or a result without hints, is not cached.
+        assert_eq!(json_result(&id, &public, false, &headers).headers()[header::CACHE_CONTROL], "no-store");
+        let plain = json!({"resultType": "complete", "content": []});
+        assert_eq!(json_result(&id, &plain, true, &headers).headers()[header::CACHE_CONTROL], "no-store");
+    }
+}

@@ -1,0 +1,122 @@
+//! The router, its configuration, and the serve loop.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, get, on};
+use axum::serve::ListenerExt as _;
+use switchyard_core::Server;
+use tokio::net::TcpListener;
+
+use crate::{endpoint, guard};
+
+/// HTTP settings; composed into the binary's `Config`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The MCP endpoint path. Default `/mcp`.
+    pub endpoint: String,
+    /// Host names accepted in `Host` (without port); `*` accepts any.
+    /// Default: the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (host names, any scheme and port) accepted in `Origin`; `*`
+    /// accepts any. Requests without `Origin` (non-browser clients) pass.
+    /// Default: the loopback names.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body, in bytes. Default 4 MiB.
+    pub max_body_bytes: usize,
+    /// Interval of SSE keep-alive comments on listen streams. Default 15 s.
+    pub keep_alive: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let loopback = ["localhost", "127.0.0.1", "[::1]"].map(String::from).to_vec();
+        Self {
+            endpoint: "/mcp".into(),
+            allowed_hosts: loopback.clone(),
+            allowed_origins: loopback,
+            max_body_bytes: 4 * 1024 * 1024,
+            keep_alive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Liveness and readiness, flipped by the binary on shutdown.
+#[derive(Debug, Clone, Default)]
+pub struct Health {
+    ready: Arc<AtomicBool>,
+}
+
+impl Health {
+    /// Marks the server ready (or not) to take traffic.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+}
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) server: Arc<Server>,
+    pub(crate) config: Arc<Config>,
+}
+
+/// The application: the MCP endpoint (POST only), `/healthz` and `/readyz`.
+pub fn router(server: Arc<Server>, config: Config, health: Health) -> Router {
+    let config = Arc::new(config);
+    let state = AppState { server, config: Arc::clone(&config) };
+    let mcp = Router::new()
+        .route(
+            &config.endpoint,
+            on(MethodFilter::POST, endpoint::post)
+                // No sessions and no standing GET stream in 2026-07-28 (SHOULD 405).
+                .fallback(method_not_allowed),
+        )
+        // Origin/Host run first: a rebinding attack must not reach any MCP processing.
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&config), guard::check))
+        .with_state(state);
+    let ready = health.clone();
+    mcp.route("/healthz", get(|| async { "ok" })).route(
+        "/readyz",
+        get(move || {
+            let ready = ready.is_ready();
+            async move {
+                if ready { (StatusCode::OK, "ready") } else { (StatusCode::SERVICE_UNAVAILABLE, "not ready") }
+            }
+        }),
+    )
+}
+
+async fn method_not_allowed(method: Method) -> Response {
+    let mut response =
+        (StatusCode::METHOD_NOT_ALLOWED, format!("{method} is not supported; POST JSON-RPC messages")).into_response();
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, with `TCP_NODELAY` on
+/// every accepted socket (small JSON answers must not wait for Nagle).
+///
+/// # Errors
+/// When the listener fails.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "could not set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}

@@ -1,0 +1,412 @@
+//! The one `Config` of the binary, in two stages: [`RawConfig`] is what the
+//! operator wrote (defaults, then a TOML file, then `SWITCHYARD_*`
+//! environment variables, later winning), and [`Config`] is validated and
+//! ready to use. Every problem is reported at once, before any socket is bound.
+//!
+//! Environment names map onto the file's keys: `SWITCHYARD_BIND` is `bind`,
+//! `SWITCHYARD_HTTP__MAX_BODY_BYTES` is `http.max_body_bytes`. Values are
+//! read as TOML when they parse (`10`, `true`, `["a","b"]`) and as strings
+//! otherwise; lists also accept a comma-separated string.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::Deserialize;
+use switchyard_core::state::StateKey;
+use switchyard_core::{CachePolicy, CacheScope};
+
+/// The environment prefix.
+pub const ENV_PREFIX: &str = "SWITCHYARD_";
+
+/// Configuration as written: every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Address to listen on. Default `127.0.0.1:8080` (loopback).
+    pub bind: Option<String>,
+    /// Built-in plugins to enable, by name. Default `["calculator", "echo"]`.
+    pub plugins: Option<StringList>,
+    /// A test fixture to enable as well: `conformance`. Default none.
+    pub fixture: Option<String>,
+    /// Log filter in `tracing` syntax. Default `info`.
+    pub log: Option<String>,
+    /// MCP server settings.
+    #[serde(default)]
+    pub server: RawServer,
+    /// Caching hints.
+    #[serde(default)]
+    pub cache: RawCache,
+    /// HTTP transport settings.
+    #[serde(default)]
+    pub http: RawHttp,
+    /// `requestState` sealing.
+    #[serde(default)]
+    pub state: RawState,
+    /// Shutdown.
+    #[serde(default)]
+    pub shutdown: RawShutdown,
+}
+
+/// A list written as a TOML array or as a comma-separated string.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StringList {
+    /// `["a", "b"]`
+    List(Vec<String>),
+    /// `"a,b"`
+    Joined(String),
+}
+
+impl StringList {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::List(items) => items,
+            Self::Joined(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+        }
+    }
+}
+
+/// `[server]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// `serverInfo.name`. Default `switchyard`.
+    pub name: Option<String>,
+    /// `instructions` for the model. Default none.
+    pub instructions: Option<String>,
+    /// Items per list page. Default 100.
+    pub page_size: Option<usize>,
+    /// Deadline of one plugin call, e.g. `"60s"`. Default 60 s.
+    pub call_timeout: Option<String>,
+}
+
+/// `[cache]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    /// `ttlMs` of `server/discover`. Default `"1h"`.
+    pub discover_ttl: Option<String>,
+    /// `ttlMs` of `*/list`. Default `"60s"`.
+    pub list_ttl: Option<String>,
+    /// `ttlMs` of `resources/read`. Default `"60s"`.
+    pub read_ttl: Option<String>,
+}
+
+/// `[http]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHttp {
+    /// MCP endpoint path. Default `/mcp`.
+    pub endpoint: Option<String>,
+    /// Accepted `Host` names; `*` for any. Default the loopback names.
+    pub allowed_hosts: Option<StringList>,
+    /// Accepted `Origin` host names; `*` for any. Default the loopback names.
+    pub allowed_origins: Option<StringList>,
+    /// Largest request body in bytes. Default 4 MiB.
+    pub max_body_bytes: Option<usize>,
+    /// SSE keep-alive interval on listen streams. Default `"15s"`.
+    pub keep_alive: Option<String>,
+}
+
+/// `[state]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawState {
+    /// Sealing keys as `id:base64secret` (32+ bytes), newest first; the first
+    /// signs, all verify. Every replica must share them. Default: one random
+    /// key per process (fine for a single replica; logged as a warning).
+    pub keys: Option<StringList>,
+    /// Lifetime of a sealed `requestState`. Default `"10m"`.
+    pub lifetime: Option<String>,
+}
+
+/// `[shutdown]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawShutdown {
+    /// How long in-flight requests may take to finish after SIGTERM. Default `"30s"`.
+    pub grace: Option<String>,
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listen address.
+    pub bind: SocketAddr,
+    /// Built-in plugins to enable (fixture included).
+    pub plugins: Vec<String>,
+    /// Log filter.
+    pub log: String,
+    /// The data layer's settings.
+    pub core: switchyard_core::Config,
+    /// List caching policy.
+    pub list_cache: CachePolicy,
+    /// The transport's settings.
+    pub http: switchyard_http::Config,
+    /// Whether the sealing keys were generated (single-replica only).
+    pub ephemeral_state_key: bool,
+    /// Shutdown grace period.
+    pub shutdown_grace: Duration,
+}
+
+/// Every problem found in the configuration.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration:\n  - {}", .0.join("\n  - "))]
+pub struct Invalid(pub Vec<String>);
+
+impl RawConfig {
+    /// Reads the file (if any), then overlays the environment variables given
+    /// (the binary passes `std::env::vars()`; tests pass a map).
+    ///
+    /// # Errors
+    /// Every unreadable file, unknown key and bad value, together.
+    pub fn load(file: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, Invalid> {
+        let mut problems = Vec::new();
+        let mut table = match file {
+            None => toml::Table::new(),
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(text) => text.parse::<toml::Table>().unwrap_or_else(|e| {
+                    problems.push(format!("{}: {e}", path.display()));
+                    toml::Table::new()
+                }),
+                Err(e) => {
+                    problems.push(format!("{}: {e}", path.display()));
+                    toml::Table::new()
+                }
+            },
+        };
+        let env: BTreeMap<String, String> = env.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
+        for (name, value) in env {
+            let path: Vec<String> = name[ENV_PREFIX.len()..].split("__").map(str::to_ascii_lowercase).collect();
+            let parsed = format!("v = {value}")
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or(toml::Value::String(value));
+            if let Err(section) = insert_path(&mut table, &path, parsed) {
+                problems.push(format!("{name}: {section} is not a section"));
+            }
+        }
+        let raw = RawConfig::deserialize(toml::Value::Table(table)).unwrap_or_else(|e| {
+            problems.push(e.to_string());
+            RawConfig::default()
+        });
+        if problems.is_empty() { Ok(raw) } else { Err(Invalid(problems)) }
+    }
+}
+
+impl TryFrom<RawConfig> for Config {
+    type Error = Invalid;
+
+    fn try_from(raw: RawConfig) -> Result<Self, Invalid> {
+        let mut problems = Vec::new();
+        let mut duration = |what: &str, value: Option<String>, default: Duration| match value {
+            None => default,
+            Some(text) => parse_duration(&text).unwrap_or_else(|| {
+                problems.push(format!("{what}: {text:?} is not a duration (try \"250ms\", \"30s\", \"5m\", \"1h\")"));
+                default
+            }),
+        };
+        let call_timeout = duration("server.call_timeout", raw.server.call_timeout, Duration::from_secs(60));
+        let discover_ttl = duration("cache.discover_ttl", raw.cache.discover_ttl, Duration::from_secs(3600));
+        let list_ttl = duration("cache.list_ttl", raw.cache.list_ttl, Duration::from_secs(60));
+        let read_ttl = duration("cache.read_ttl", raw.cache.read_ttl, Duration::from_secs(60));
+        let keep_alive = duration("http.keep_alive", raw.http.keep_alive, Duration::from_secs(15));
+        let state_lifetime = duration("state.lifetime", raw.state.lifetime, Duration::from_secs(600));
+        let shutdown_grace = duration("shutdown.grace", raw.shutdown.grace, Duration::from_secs(30));
+
+        let bind_text = raw.bind.unwrap_or_else(|| "127.0.0.1:8080".into());
+        let bind = bind_text.parse().unwrap_or_else(|_| {
+            problems.push(format!("bind: {bind_text:?} is not an address like 127.0.0.1:8080"));
+            SocketAddr::from(([127, 0, 0, 1], 8080))
+        });
+
+        let mut plugins = raw.plugins.map_or_else(|| vec!["calculator".into(), "echo".into()], StringList::into_vec);
+        if let Some(fixture) = raw.fixture.filter(|f| !f.is_empty()) {
+            if fixture == "conformance" {
+                plugins.push(fixture);
+            } else {
+                problems.push(format!("fixture: {fixture:?} is unknown (the one fixture is \"conformance\")"));
+            }
+        }
+        for name in &plugins {
+            if switchyard_plugins::builtin::by_name(name).is_none() {
+                let known: Vec<&str> = switchyard_plugins::builtin::AVAILABLE.iter().map(|(n, _)| *n).collect();
+                problems.push(format!("plugins: {name:?} is not a built-in plugin (known: {})", known.join(", ")));
+            }
+        }
+
+        let (state_keys, ephemeral_state_key) = match raw.state.keys.map(StringList::into_vec) {
+            None => (vec![StateKey { id: "ephemeral".into(), secret: rand::random::<[u8; 32]>().to_vec() }], true),
+            Some(keys) => {
+                let parsed: Vec<StateKey> =
+                    keys.iter().filter_map(|k| parse_key(k).map_err(|e| problems.push(e)).ok()).collect();
+                if parsed.is_empty() {
+                    problems.push("state.keys: at least one key is needed".into());
+                }
+                (parsed, false)
+            }
+        };
+
+        let page_size = raw.server.page_size.unwrap_or(100);
+        if page_size == 0 {
+            problems.push("server.page_size must be at least 1".into());
+        }
+        let mut http = switchyard_http::Config { keep_alive, ..switchyard_http::Config::default() };
+        if let Some(endpoint) = raw.http.endpoint {
+            if !endpoint.starts_with('/') {
+                problems.push(format!("http.endpoint: {endpoint:?} must start with /"));
+            }
+            http.endpoint = endpoint;
+        }
+        if let Some(hosts) = raw.http.allowed_hosts {
+            http.allowed_hosts = hosts.into_vec();
+        }
+        if let Some(origins) = raw.http.allowed_origins {
+            http.allowed_origins = origins.into_vec();
+        }
+        if let Some(max) = raw.http.max_body_bytes {
+            http.max_body_bytes = max;
+        }
+
+        if !problems.is_empty() {
+            return Err(Invalid(problems));
+        }
+        Ok(Config {
+            bind,
+            plugins,
+            log: raw.log.unwrap_or_else(|| "info".into()),
+            core: switchyard_core::Config {
+                server_name: raw.server.name.unwrap_or_else(|| "switchyard".into()),
+                server_version: env!("CARGO_PKG_VERSION").into(),
+                instructions: raw.server.instructions,
+                page_size,
+                discover_cache: CachePolicy::new(discover_ttl, CacheScope::Public),
+                read_cache: CachePolicy::new(read_ttl, CacheScope::Public),
+                call_timeout,
+                state_keys,
+                state_lifetime,
+            },
+            list_cache: CachePolicy::new(list_ttl, CacheScope::Public),
+            http,
+            ephemeral_state_key,
+            shutdown_grace,
+        })
+    }
+}
+
+/// Sets `table[path[0]][path[1]]… = value`, creating sections; `Err` names a
+/// path element that exists but is not a section.
+fn insert_path(table: &mut toml::Table, path: &[String], value: toml::Value) -> Result<(), String> {
+    match path {
+        [] => Ok(()),
+        [last] => {
+            table.insert(last.clone(), value);
+            Ok(())
+        }
+        [section, rest @ ..] => {
+            match table.entry(section.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new())) {
+                toml::Value::Table(inner) => insert_path(inner, rest, value),
+                _ => Err(section.clone()),
+            }
+        }
+    }
+}
+
+/// Parses `250ms`, `30s`, `5m`, `1h`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    Some(match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.checked_mul(60)?),
+        "h" => Duration::from_secs(n.checked_mul(3600)?),
+        _ => return None,
+    })
+}
+
+fn parse_key(text: &str) -> Result<StateKey, String> {
+    let (id, secret) = text.split_once(':').ok_or_else(|| "state.keys: each key is id:base64secret".to_owned())?;
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err(format!("state.keys: key id {id:?} must be [A-Za-z0-9_-]+"));
+    }
+    let secret = base64::engine::general_purpose::STANDARD
+        .decode(secret)
+        .map_err(|_| format!("state.keys: the secret of key {id} is not base64"))?;
+    if secret.len() < 32 {
+        return Err(format!("state.keys: the secret of key {id} has {} bytes; at least 32 are needed", secret.len()));
+    }
+    Ok(StateKey { id: id.to_owned(), secret })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn defaults_bind_to_loopback() {
+        let config = Config::try_from(RawConfig::load(None, env(&[])).unwrap()).unwrap();
+        assert!(config.bind.ip().is_loopback());
+        assert_eq!(config.plugins, ["calculator", "echo"]);
+        assert!(config.ephemeral_state_key);
+    }
+
+    #[test]
+    fn environment_overrides_and_nests() {
+        let raw = RawConfig::load(
+            None,
+            env(&[
+                ("SWITCHYARD_BIND", "127.0.0.1:9999"),
+                ("SWITCHYARD_FIXTURE", "conformance"),
+                ("SWITCHYARD_HTTP__MAX_BODY_BYTES", "1024"),
+                ("SWITCHYARD_HTTP__ALLOWED_HOSTS", "a.example,b.example"),
+                (
+                    "SWITCHYARD_STATE__KEYS",
+                    "k2:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=,k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=",
+                ),
+                ("OTHER", "ignored"),
+            ]),
+        )
+        .unwrap();
+        let config = Config::try_from(raw).unwrap();
+        assert_eq!(config.bind.port(), 9999);
+        assert!(config.plugins.contains(&"conformance".to_owned()));
+        assert_eq!(config.http.max_body_bytes, 1024);
+        assert_eq!(config.http.allowed_hosts, ["a.example", "b.example"]);
+        assert_eq!(config.core.state_keys.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(), ["k2", "k1"]);
+    }
+
+    #[test]
+    fn reports_every_problem_at_once() {
+        let raw = RawConfig::load(
+            None,
+            env(&[
+                ("SWITCHYARD_BIND", "nowhere"),
+                ("SWITCHYARD_SERVER__CALL_TIMEOUT", "soon"),
+                ("SWITCHYARD_PLUGINS", "nope"),
+            ]),
+        )
+        .unwrap();
+        let Invalid(problems) = Config::try_from(raw).unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(RawConfig::load(None, env(&[("SWITCHYARD_NO_SUCH_KEY", "1")])).is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("5"), None);
+        assert_eq!(parse_duration("x"), None);
+    }
+}

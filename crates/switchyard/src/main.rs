@@ -1,0 +1,114 @@
+//! `switchyard`: run the MCP server over HTTP or stdio. See `lib.rs`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use switchyard::config::{Config, RawConfig};
+use switchyard::{Switchyard, shutdown_signal};
+
+#[derive(Parser)]
+#[command(version, about = "Switchyard: remote MCP servers at scale")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP over Streamable HTTP.
+    Serve {
+        /// Address to listen on (also SWITCHYARD_BIND); default 127.0.0.1:8080.
+        #[arg(long)]
+        bind: Option<String>,
+        /// A TOML configuration file; SWITCHYARD_* variables override it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Serve MCP over stdin/stdout (newline-delimited JSON); logs go to stderr.
+    Stdio {
+        /// A TOML configuration file; SWITCHYARD_* variables override it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Validate the configuration and exit.
+    CheckConfig {
+        /// A TOML configuration file; SWITCHYARD_* variables override it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+/// Exit code for a configuration error (EX_CONFIG-style usage error, as linkerd does).
+const EXIT_CONFIG: u8 = 64;
+
+fn load(file: Option<&PathBuf>, bind: Option<String>) -> Result<Config, ExitCode> {
+    let mut env: Vec<(String, String)> = std::env::vars().collect();
+    if let Some(bind) = bind {
+        env.push(("SWITCHYARD_BIND".into(), bind)); // the flag wins over the environment
+    }
+    RawConfig::load(file.map(PathBuf::as_path), env).and_then(Config::try_from).map_err(|e| {
+        eprintln!("switchyard: {e}");
+        ExitCode::from(EXIT_CONFIG)
+    })
+}
+
+fn init_logs(filter: &str) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (config, stdio) = match cli.command {
+        Command::CheckConfig { config } => {
+            return match load(config.as_ref(), None) {
+                Ok(_) => {
+                    println!("configuration is valid");
+                    ExitCode::SUCCESS
+                }
+                Err(code) => code,
+            };
+        }
+        Command::Serve { bind, config } => (load(config.as_ref(), bind), false),
+        Command::Stdio { config } => (load(config.as_ref(), None), true),
+    };
+    let config = match config {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    init_logs(&config.log);
+    match run(config, stdio).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
+    let bind = config.bind;
+    let app = Switchyard::build(config).await?;
+    if stdio {
+        let shutdown = app.shutdown.clone();
+        tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move {
+                shutdown_signal().await;
+                shutdown.cancel();
+            }
+        });
+        switchyard::stdio::serve(app.server.clone(), tokio::io::stdin(), tokio::io::stdout(), shutdown).await?;
+        return Ok(());
+    }
+    let listener = tokio::net::TcpListener::bind(bind).await.map_err(|e| anyhow::anyhow!("binding {bind}: {e}"))?;
+    tracing::info!(address = %listener.local_addr()?, "serving MCP over HTTP");
+    if !bind.ip().is_loopback() {
+        // TODO(#4): authentication is on by default off loopback; until it lands, say so loudly.
+        tracing::warn!(%bind, "bound to a non-loopback address without authentication");
+    }
+    app.serve(listener, shutdown_signal()).await
+}
