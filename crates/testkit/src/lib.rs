@@ -1,1 +1,281 @@
-//! placeholder
+//! Test harness: starts a real Switchyard (the binary's own `lib.rs`, so tests
+//! run exactly what production runs) on `127.0.0.1:0`, and a small HTTP
+//! client that checks every message the server sends against the official
+//! MCP 2026-07-28 JSON schema (`../shared/spec/2026-07-28/schema.json`).
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let app = switchyard_testkit::App::start(&[("SWITCHYARD_FIXTURE", "conformance")]).await;
+//! let reply = app.client().request("tools/list", serde_json::json!({})).await;
+//! assert_eq!(reply.status, 200);
+//! # }
+//! ```
+
+mod schema;
+
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use switchyard::Switchyard;
+use switchyard::config::{Config, RawConfig};
+use switchyard_protocol::version::LATEST;
+use tokio_util::sync::CancellationToken;
+
+pub use schema::SpecSchema;
+
+/// A running server. Dropping it shuts the server down.
+pub struct App {
+    base: String,
+    endpoint: String,
+    shutdown: CancellationToken,
+    schema: SpecSchema,
+}
+
+impl App {
+    /// Starts a server configured by `env` (as `SWITCHYARD_*` variables would),
+    /// bound to an ephemeral loopback port.
+    ///
+    /// # Panics
+    /// When the configuration is invalid or the port cannot be bound.
+    pub async fn start(env: &[(&str, &str)]) -> Self {
+        let mut pairs: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        pairs.insert(0, ("SWITCHYARD_BIND".into(), "127.0.0.1:0".into()));
+        let config = RawConfig::load(None, pairs).and_then(Config::try_from).expect("test configuration is valid");
+        let endpoint = config.http.endpoint.clone();
+        let listener = tokio::net::TcpListener::bind(config.bind).await.expect("bind 127.0.0.1:0");
+        let address = listener.local_addr().expect("local address");
+        let app = Switchyard::build(config).await.expect("build switchyard");
+        let shutdown = CancellationToken::new();
+        let signal = shutdown.clone();
+        tokio::spawn(async move { app.serve(listener, async move { signal.cancelled().await }).await });
+        let base = format!("http://{address}");
+        Self { endpoint: format!("{base}{endpoint}"), base, shutdown, schema: SpecSchema::load() }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The MCP endpoint URL.
+    pub fn url(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Begins a graceful shutdown (as SIGTERM does).
+    pub fn shut_down(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// A client for this server.
+    pub fn client(&self) -> Client {
+        Client { http: reqwest::Client::new(), url: self.endpoint.clone(), schema: self.schema.clone() }
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// The `_meta` every modern request carries.
+pub fn meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": LATEST,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": { "name": "switchyard-testkit", "version": "0" }
+    })
+}
+
+/// What the server answered.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers.
+    pub headers: reqwest::header::HeaderMap,
+    /// The JSON-RPC messages: one for a JSON answer, every SSE event otherwise.
+    pub messages: Vec<Value>,
+}
+
+impl Reply {
+    /// The last message: the response.
+    ///
+    /// # Panics
+    /// When there is none.
+    pub fn response(&self) -> &Value {
+        self.messages.last().expect("a response message")
+    }
+
+    /// `result` of the response.
+    pub fn result(&self) -> &Value {
+        &self.response()["result"]
+    }
+
+    /// `error.code` of the response.
+    pub fn error_code(&self) -> Option<i64> {
+        self.response()["error"]["code"].as_i64()
+    }
+
+    /// The `Content-Type` header.
+    pub fn content_type(&self) -> &str {
+        self.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+}
+
+/// An HTTP client that sends well-formed MCP requests (with the standard
+/// headers) or anything at all, and validates what comes back.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    url: String,
+    schema: SpecSchema,
+}
+
+impl Client {
+    /// The standard headers for `method` with `params`.
+    pub fn headers_for(method: &str, params: &Value) -> Vec<(String, String)> {
+        let mut headers = vec![
+            ("content-type".into(), "application/json".into()),
+            ("accept".into(), "application/json, text/event-stream".into()),
+            ("mcp-protocol-version".into(), LATEST.into()),
+            ("mcp-method".into(), method.into()),
+        ];
+        let name = match method {
+            "tools/call" | "prompts/get" => params.get("name"),
+            "resources/read" => params.get("uri"),
+            _ => None,
+        };
+        if let Some(Value::String(name)) = name {
+            headers.push(("mcp-name".into(), switchyard_protocol::headers::encode_value(name)));
+        }
+        headers
+    }
+
+    /// Sends a modern request with `_meta` (no client capabilities) and the standard headers.
+    pub async fn request(&self, method: &str, params: Value) -> Reply {
+        self.request_with(method, params, json!({})).await
+    }
+
+    /// Sends a modern request declaring `capabilities`.
+    pub async fn request_with(&self, method: &str, mut params: Value, capabilities: Value) -> Reply {
+        if params.get("_meta").is_none() {
+            params["_meta"] = meta(capabilities);
+        }
+        let headers = Self::headers_for(method, &params);
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        self.send(body.to_string().into_bytes(), &headers, Some(method)).await
+    }
+
+    /// Sends raw bytes with exactly these headers. `method` names the request
+    /// (for schema checks of the result), if it is one.
+    ///
+    /// # Panics
+    /// When the server cannot be reached or a message fails the schema.
+    pub async fn send(&self, body: Vec<u8>, headers: &[(String, String)], method: Option<&str>) -> Reply {
+        let mut request = self.http.post(&self.url).body(body);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.expect("server reachable");
+        self.read(response, method).await
+    }
+
+    /// Sends raw bytes and checks nothing of the answer: for legacy-era
+    /// exchanges, whose results follow the 2025 schemas (no `resultType`),
+    /// which `shared/` does not carry.
+    ///
+    /// # Panics
+    /// When the server cannot be reached.
+    pub async fn send_legacy(&self, body: Vec<u8>, headers: &[(String, String)]) -> Reply {
+        let mut request = self.http.post(&self.url).body(body);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.expect("server reachable");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.bytes().await.expect("body");
+        let messages = serde_json::from_slice::<Value>(&body).map(|v| vec![v]).unwrap_or_default();
+        Reply { status, headers, messages }
+    }
+
+    /// Sends `method` and reads its SSE stream until `count` messages arrived
+    /// or `patience` passed; `during` runs once the first message is in.
+    pub async fn stream<F: std::future::Future<Output = ()>>(
+        &self,
+        method: &str,
+        mut params: Value,
+        count: usize,
+        patience: Duration,
+        during: impl FnOnce() -> F,
+    ) -> Reply {
+        if params.get("_meta").is_none() {
+            params["_meta"] = meta(json!({}));
+        }
+        let headers = Self::headers_for(method, &params);
+        let body = json!({ "jsonrpc": "2.0", "id": 42, "method": method, "params": params });
+        let mut request = self.http.post(&self.url).body(body.to_string());
+        for (name, value) in &headers {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.expect("server reachable");
+        let status = response.status().as_u16();
+        let response_headers = response.headers().clone();
+        let mut messages = Vec::new();
+        let mut bytes = response.bytes_stream();
+        let mut buffer = Vec::new();
+        let mut during = Some(during);
+        let deadline = tokio::time::Instant::now() + patience;
+        while messages.len() < count {
+            let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, bytes.next()).await else { break };
+            buffer.extend_from_slice(&chunk);
+            for message in drain_events(&mut buffer) {
+                self.schema.check_message(&message, Some(method));
+                messages.push(message);
+            }
+            if let Some(during) = during.take().filter(|_| !messages.is_empty()) {
+                during().await;
+            }
+        }
+        Reply { status, headers: response_headers, messages }
+    }
+
+    async fn read(&self, response: reqwest::Response, method: Option<&str>) -> Reply {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let is_sse = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let body = response.bytes().await.expect("body");
+        let messages = if body.is_empty() {
+            Vec::new()
+        } else if is_sse {
+            let mut buffer = body.to_vec();
+            drain_events(&mut buffer)
+        } else {
+            serde_json::from_slice::<Value>(&body).map(|v| vec![v]).unwrap_or_default()
+        };
+        for message in &messages {
+            self.schema.check_message(message, method);
+        }
+        Reply { status, headers, messages }
+    }
+}
+
+/// Takes the complete SSE events out of `buffer`, parsing each `data:` payload.
+fn drain_events(buffer: &mut Vec<u8>) -> Vec<Value> {
+    let mut messages = Vec::new();
+    while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+        let event: Vec<u8> = buffer.drain(..end + 2).collect();
+        let text = String::from_utf8_lossy(&event);
+        let data: String = text.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+        if !data.is_empty() {
+            messages.push(serde_json::from_str(&data).expect("SSE data is JSON"));
+        }
+    }
+    messages
+}

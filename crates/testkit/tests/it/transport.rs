@@ -1,0 +1,109 @@
+use serde_json::json;
+use switchyard_testkit::Client;
+
+use crate::fixture;
+
+fn standard(method: &str) -> Vec<(String, String)> {
+    Client::headers_for(method, &json!({}))
+}
+
+#[tokio::test]
+async fn bad_input_battery_gets_documented_errors_and_the_server_stays_up() {
+    let app = fixture().await;
+    let client = app.client();
+    let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
+    let cases: Vec<(&str, Vec<u8>, u16, Option<i64>)> = vec![
+        ("malformed JSON", b"{\"jsonrpc\":".to_vec(), 400, Some(-32700)),
+        ("deeply nested JSON", deep.into_bytes(), 400, Some(-32700)),
+        ("invalid UTF-8", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}".to_vec(), 400, Some(-32700)),
+        ("batch", br#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#.to_vec(), 400, Some(-32600)),
+        ("response body", br#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_vec(), 400, Some(-32600)),
+        ("null id", br#"{"jsonrpc":"2.0","id":null,"method":"tools/list"}"#.to_vec(), 400, Some(-32600)),
+        ("params not an object", br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":"x"}"#.to_vec(), 400, Some(-32600)),
+        ("_meta of the wrong type", br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":[]}}"#.to_vec(), 400, Some(-32602)),
+        ("capabilities of the wrong type", br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":"all"}}}"#.to_vec(), 400, Some(-32602)),
+        ("name of the wrong type", br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_vec(), 400, None),
+        ("cursor of the wrong type", br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":5,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_vec(), 400, Some(-32602)),
+        ("notification", br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(), 202, None),
+    ];
+    for (what, body, status, code) in cases {
+        let method = if what.contains("name") { "tools/call" } else { "tools/list" };
+        let reply = client.send(body, &standard(method), None).await;
+        assert_eq!(reply.status, status, "{what}: {:?}", reply.messages);
+        if let Some(code) = code {
+            assert_eq!(reply.error_code(), Some(code), "{what}");
+        }
+    }
+    assert_eq!(reqwest::get(format!("{}/healthz", app.base_url())).await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn wrong_headers_and_methods() {
+    let app = fixture().await;
+    let client = app.client();
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#.to_vec();
+    let mut text = standard("tools/list");
+    text.retain(|(k, _)| k != "content-type");
+    text.push(("content-type".into(), "text/plain".into()));
+    assert_eq!(client.send(body.clone(), &text, None).await.status, 415);
+
+    let http = reqwest::Client::new();
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = http.request(method, app.url()).send().await.unwrap();
+        assert_eq!(response.status(), 405);
+        assert_eq!(response.headers()["allow"], "POST");
+    }
+    let evil_origin = http
+        .post(app.url())
+        .header("origin", "https://evil.example")
+        .header("content-type", "application/json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(evil_origin.status(), 403);
+    let evil_host = http
+        .post(app.url())
+        .header("host", "evil.example")
+        .header("content-type", "application/json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(evil_host.status(), 403);
+    let good_origin = http
+        .post(app.url())
+        .header("origin", "http://localhost:3000")
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(good_origin.status(), 403);
+}
+
+#[tokio::test]
+async fn oversized_bodies_and_headers_are_refused() {
+    let app = switchyard_testkit::App::start(&[("SWITCHYARD_HTTP__MAX_BODY_BYTES", "1024")]).await;
+    let client = app.client();
+    let big = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "echo", "arguments": { "text": "x".repeat(4096) } } });
+    let reply = client.send(big.to_string().into_bytes(), &standard("tools/call"), None).await;
+    assert_eq!(reply.status, 413);
+    let huge_header = "y".repeat(1024 * 1024);
+    let response = reqwest::Client::new()
+        .post(app.url())
+        .header("x-padding", huge_header)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await;
+    assert!(response.map(|r| r.status().as_u16() == 431 || r.status().is_client_error()).unwrap_or(true));
+    assert_eq!(reqwest::get(format!("{}/healthz", app.base_url())).await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn readiness_follows_shutdown() {
+    let app = fixture().await;
+    let ready = format!("{}/readyz", app.base_url());
+    assert_eq!(reqwest::get(&ready).await.unwrap().status(), 200);
+}
