@@ -3,10 +3,16 @@
 //!
 //! No session is created: `initialize` is answered and forgotten, so the next
 //! request may land on any replica. What a legacy session would have carried
-//! (the negotiated version, a log level) is not needed to serve a request; the
-//! features that need a server-to-client request in that era (sampling,
-//! elicitation) are refused with a tool error naming the revision that supports
-//! them.
+//! (the negotiated version, a log level) is not needed to serve a request.
+//!
+//! When a tool needs input (sampling, elicitation, roots), a legacy client
+//! cannot retry with answers; instead the server sends it JSON-RPC requests on
+//! the tool call's SSE response, and the client answers each in a POST of its
+//! own, which `Server::deliver_response` hands to the waiting call. That
+//! answer must reach the replica holding the call: one process today, the bus
+//! across replicas with #5. The client's capabilities were declared in an
+//! `initialize` we did not keep, so a client that lacks one answers with an
+//! error, which becomes a tool error.
 
 use serde_json::{Map, Value, json};
 use switchyard_protocol::logging::LoggingLevel;
@@ -48,10 +54,16 @@ pub(crate) fn shape_result(result: &mut Value) {
     }
 }
 
-/// The tool error for a tool that needs multi-round input a legacy client
-/// cannot give statelessly.
+/// The tool error for a tool that needs input from a legacy client over a
+/// transport that cannot stream requests to it.
 pub(crate) fn input_unavailable() -> String {
-    "This tool needs input from the client (elicitation, sampling or roots), which Switchyard \
-     requests through multi-round-trip results: connect with protocol revision 2026-07-28."
+    "This tool needs input from the client (elicitation, sampling or roots), which this transport \
+     cannot request from a 2025-era client: connect with protocol revision 2026-07-28."
         .to_owned()
+}
+
+/// A fresh id for a request sent to a legacy client: high-entropy, so it
+/// names one waiting request and cannot be guessed by another client.
+pub(crate) fn request_id() -> String {
+    format!("switchyard-{:032x}", rand::random::<u128>())
 }

@@ -278,6 +278,15 @@ impl Notifier {
         }
     }
 
+    /// Sends a message to the client on this request's stream; false when
+    /// the transport cannot stream.
+    pub(crate) async fn send(&self, message: Value) -> bool {
+        match &self.inner {
+            Some(inner) => inner.outbox.send(message).await.is_ok(),
+            None => false,
+        }
+    }
+
     async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
         let Some(inner) = &self.inner else { return };
         let Some(token) = &inner.progress_token else { return };

@@ -5,8 +5,9 @@
 //! validation order of DIGEST §8.6 needs: HTTP checks its mirrored headers
 //! after the version gate and before dispatch.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -22,7 +23,9 @@ use crate::caching::CachePolicy;
 use crate::catalog::{Catalog, HeaderParam, Snapshot};
 use crate::error::{Delivery, Error};
 use crate::listen::{Filter, ListenHub, ListenStream};
-use crate::plugin::{CallContext, Caller, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginResult};
+use crate::plugin::{
+    CallContext, Caller, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult,
+};
 use crate::state::{Binding, StateKey, StateSealer};
 use crate::{cursor, legacy};
 
@@ -96,6 +99,7 @@ pub struct Server {
     sealer: StateSealer,
     config: Config,
     server_info: Value,
+    legacy_pending: PendingResponses,
 }
 
 impl Server {
@@ -103,7 +107,15 @@ impl Server {
     pub fn new(catalog: Arc<Catalog>, hub: ListenHub, config: Config) -> Self {
         let server_info = json!({ "name": config.server_name, "version": config.server_version });
         let sealer = StateSealer::new(config.state_keys.clone(), config.state_lifetime);
-        Self { catalog, hub, sealer, config, server_info }
+        Self { catalog, hub, sealer, config, server_info, legacy_pending: Default::default() }
+    }
+
+    /// Hands a legacy client's answer to the request that asked for it.
+    /// Returns false when no request here is waiting for that id (it ended,
+    /// or it runs on another replica: TODO(#5) carry answers over the bus).
+    pub fn deliver_response(&self, id: &RequestId, outcome: std::result::Result<Value, ErrorObject>) -> bool {
+        let waiting = self.legacy_pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        waiting.is_some_and(|sender| sender.send(outcome).is_ok())
     }
 
     /// The catalog.
@@ -431,7 +443,7 @@ impl Call<'_> {
         tool.input_schema
             .validate(&Value::Object(arguments.clone()))
             .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
-        let result = self.run(&tool.plugin, name, |plugin, cx| plugin.call_tool(name, arguments, cx)).await?;
+        let result = self.run(&tool.plugin, name, |plugin, cx| plugin.call_tool(name, arguments.clone(), cx)).await?;
         let Value::Object(map) = &result else {
             return Err(Error::InvalidOutput {
                 tool: name.to_owned(),
@@ -489,7 +501,7 @@ impl Call<'_> {
         if !missing.is_empty() {
             return Err(Error::InvalidParams(format!("prompt {name} requires argument(s): {}", missing.join(", "))));
         }
-        self.run(&prompt.plugin, name, |plugin, cx| plugin.get_prompt(name, arguments, cx)).await
+        self.run(&prompt.plugin, name, |plugin, cx| plugin.get_prompt(name, arguments.clone(), cx)).await
     }
 
     async fn complete(&self) -> Result<Value, Error> {
@@ -540,9 +552,12 @@ impl Call<'_> {
 
     /// Runs a plugin call with MRTR: opens the incoming state, bounds the call
     /// by its deadline, and seals the outgoing state of an `input_required`.
+    /// For a legacy client, which cannot retry with answers, the input
+    /// requests go out on the response stream instead and the plugin is
+    /// called again with the answers, up to [`MAX_LEGACY_ROUNDS`] times.
     async fn run<'p, F>(&self, plugin: &'p Arc<dyn Plugin>, target: &str, call: F) -> Result<Value, Error>
     where
-        F: FnOnce(&'p dyn Plugin, CallContext) -> BoxFuture<'p, PluginResult<Outcome>>,
+        F: Fn(&'p dyn Plugin, CallContext) -> BoxFuture<'p, PluginResult<Outcome>>,
     {
         let request = self.request;
         let binding = Binding {
@@ -550,49 +565,94 @@ impl Call<'_> {
             params: &request.params,
             principal: request.caller.principal.as_deref(),
         };
-        let input = self.input_round(binding)?;
+        let mut input = self.input_round(binding)?;
         let timeout = self.server.config.call_timeout;
-        let cx = CallContext {
-            caller: request.caller.clone(),
-            client_capabilities: Arc::clone(&self.capabilities),
-            deadline: Instant::now() + timeout,
-            cancel: self.cancel.child_token(),
-            input,
-            notifier: self.notifier.clone(),
-            changes: Some(self.server.catalog.change_sink()),
-        };
-        let cancel = cx.cancel.clone();
-        let outcome = match tokio::time::timeout(timeout, call(plugin.as_ref(), cx)).await {
-            Ok(outcome) => outcome.map_err(|source| Error::Plugin { plugin: plugin.id().to_owned(), source })?,
-            Err(_) => {
-                cancel.cancel();
-                return Err(Error::Timeout { tool: target.to_owned(), seconds: timeout.as_secs() });
-            }
-        };
-        match outcome {
-            Outcome::Complete(result) => Ok(result),
-            Outcome::InputRequired { requests, state } => {
-                if request.era == Era::Legacy {
-                    return Err(Error::Plugin {
-                        plugin: plugin.id().to_owned(),
-                        source: crate::PluginError::Tool(legacy::input_unavailable()),
-                    });
+        let deadline = tokio::time::Instant::now() + timeout;
+        let plugin_error = |source| Error::Plugin { plugin: plugin.id().to_owned(), source };
+        let timed_out = || Error::Timeout { tool: target.to_owned(), seconds: timeout.as_secs() };
+        for _ in 0..=MAX_LEGACY_ROUNDS {
+            let cx = CallContext {
+                caller: request.caller.clone(),
+                client_capabilities: Arc::clone(&self.capabilities),
+                deadline: deadline.into_std(),
+                cancel: self.cancel.child_token(),
+                input: input.take(),
+                notifier: self.notifier.clone(),
+                changes: Some(self.server.catalog.change_sink()),
+            };
+            let cancel = cx.cancel.clone();
+            let outcome = match tokio::time::timeout_at(deadline, call(plugin.as_ref(), cx)).await {
+                Ok(outcome) => outcome.map_err(plugin_error)?,
+                Err(_) => {
+                    cancel.cancel();
+                    return Err(timed_out());
                 }
+            };
+            let (requests, state) = match outcome {
+                Outcome::Complete(result) => return Ok(result),
+                Outcome::InputRequired { requests, state } => (requests, state),
+            };
+            if request.era == Era::Modern {
                 for input_request in requests.values() {
-                    let needed = required_capability(input_request).ok_or_else(|| Error::Plugin {
-                        plugin: plugin.id().to_owned(),
-                        source: crate::PluginError::Internal(
-                            format!("malformed input request: {input_request}").into(),
-                        ),
+                    let needed = required_capability(input_request).ok_or_else(|| {
+                        plugin_error(PluginError::Internal(format!("malformed input request: {input_request}").into()))
                     })?;
                     if !needed.is_declared_in(&self.capabilities) {
                         return Err(ErrorObject::missing_capability(needed.as_required()).into());
                     }
                 }
                 let sealed = self.server.sealer.seal(binding, state);
-                Ok(json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }))
+                return Ok(
+                    json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }),
+                );
+            }
+            let responses = self.ask_legacy_client(requests, deadline).await.map_err(|e| match e {
+                LegacyAsk::Unavailable => plugin_error(PluginError::Tool(legacy::input_unavailable())),
+                LegacyAsk::Refused(message) => plugin_error(PluginError::Tool(message)),
+                LegacyAsk::TimedOut => timed_out(),
+            })?;
+            input = Some(InputRound { responses, state });
+        }
+        Err(plugin_error(PluginError::Tool(format!("{target} asked for input more than {MAX_LEGACY_ROUNDS} times"))))
+    }
+
+    /// Sends input requests to a legacy client as JSON-RPC requests on this
+    /// request's response stream and waits for its answers, which arrive as
+    /// separate POSTs and reach us through [`Server::deliver_response`].
+    async fn ask_legacy_client(
+        &self,
+        requests: Map<String, Value>,
+        deadline: tokio::time::Instant,
+    ) -> std::result::Result<Map<String, Value>, LegacyAsk> {
+        let pending = &self.server.legacy_pending;
+        let mut waiting = Vec::with_capacity(requests.len());
+        let registered =
+            Unregister { pending, ids: requests.keys().map(|_| RequestId::String(legacy::request_id())).collect() };
+        for ((key, input_request), id) in requests.into_iter().zip(&registered.ids) {
+            let (sender, receiver) = tokio::sync::oneshot::channel();
+            pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), sender);
+            let method = input_request.get("method").and_then(Value::as_str).unwrap_or("input").to_owned();
+            let mut message = input_request;
+            message["jsonrpc"] = json!("2.0");
+            message["id"] = id.to_value();
+            if !self.notifier.send(message).await {
+                return Err(LegacyAsk::Unavailable);
+            }
+            waiting.push((key, method, receiver));
+        }
+        let mut responses = Map::new();
+        for (key, method, receiver) in waiting {
+            match tokio::time::timeout_at(deadline, receiver).await {
+                Ok(Ok(Ok(answer))) => {
+                    responses.insert(key, answer);
+                }
+                Ok(Ok(Err(error))) => {
+                    return Err(LegacyAsk::Refused(format!("The client could not answer {method}: {}", error.message)));
+                }
+                Ok(Err(_)) | Err(_) => return Err(LegacyAsk::TimedOut),
             }
         }
+        Ok(responses)
     }
 
     /// Reads `inputResponses` and opens `requestState` on a retry.
@@ -619,6 +679,38 @@ impl Call<'_> {
         })
     }
 }
+
+/// The most times a legacy client is asked for input within one request.
+const MAX_LEGACY_ROUNDS: usize = 8;
+
+/// Why a legacy client could not be asked.
+enum LegacyAsk {
+    /// The transport cannot stream requests to the client.
+    Unavailable,
+    /// The client answered with an error.
+    Refused(String),
+    /// No answer before the deadline.
+    TimedOut,
+}
+
+/// Removes this request's pending input requests however the wait ends.
+struct Unregister<'a> {
+    pending: &'a PendingResponses,
+    ids: Vec<RequestId>,
+}
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        for id in &self.ids {
+            pending.remove(id);
+        }
+    }
+}
+
+/// Answers awaited from legacy clients, by the id of the request we sent.
+type PendingResponses =
+    std::sync::Mutex<HashMap<RequestId, tokio::sync::oneshot::Sender<std::result::Result<Value, ErrorObject>>>>;
 
 /// The client capability an embedded input request needs.
 fn required_capability(request: &Value) -> Option<ClientCapability> {

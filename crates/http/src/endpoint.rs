@@ -6,6 +6,7 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use switchyard_core::Caller;
+use switchyard_protocol::ErrorObject;
 use switchyard_protocol::error as codes;
 use switchyard_protocol::jsonrpc::Incoming;
 use tokio::sync::mpsc;
@@ -49,6 +50,16 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         // No reply for a notification: a client sends none over HTTP in this
         // revision, and legacy ones (`notifications/initialized`) are dropped.
         Ok(Incoming::Notification { .. }) => return reply::accepted(),
+        // A legacy client answering a sampling or elicitation request we sent
+        // on a tool call's stream.
+        Ok(Incoming::Response { id, outcome }) => {
+            return if state.server.deliver_response(&id, outcome) {
+                reply::accepted()
+            } else {
+                let error = ErrorObject::invalid_request(format!("no request here awaits a response with id {id}"));
+                reply::error(None, &error)
+            };
+        }
         Err(envelope) => return reply::error(envelope.id.as_ref(), &envelope.error),
     };
 

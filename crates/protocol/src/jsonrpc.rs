@@ -66,6 +66,14 @@ pub enum Incoming {
         /// The `params` object; an empty object when absent.
         params: Map<String, Value>,
     },
+    /// A response to a request the server sent. Only legacy (2025) clients
+    /// send these: they answer sampling and elicitation requests this way.
+    Response {
+        /// The id of the server's request.
+        id: RequestId,
+        /// The `result`, or the `error`.
+        outcome: Result<Value, ErrorObject>,
+    },
 }
 
 /// Why a body could not be read as one JSON-RPC message.
@@ -113,10 +121,7 @@ impl Incoming {
         let method = match object.remove("method") {
             Some(Value::String(method)) => method,
             Some(_) => return Err(invalid(id, "method must be a string")),
-            None if object.contains_key("result") || object.contains_key("error") => {
-                return Err(invalid(id, "responses are not accepted by a server"));
-            }
-            None => return Err(invalid(id, "method is missing")),
+            None => return Self::response(id, object),
         };
         let params = match object.remove("params") {
             None | Some(Value::Null) => Map::new(),
@@ -127,6 +132,20 @@ impl Incoming {
             Some(id) => Self::Request { id, method, params },
             None => Self::Notification { method, params },
         })
+    }
+}
+
+impl Incoming {
+    fn response(id: Option<RequestId>, mut object: Map<String, Value>) -> Result<Self, EnvelopeError> {
+        let invalid = |id: Option<RequestId>, why: &str| EnvelopeError { id, error: ErrorObject::invalid_request(why) };
+        let Some(id) = id else { return Err(invalid(None, "method is missing")) };
+        let outcome = match (object.remove("result"), object.remove("error")) {
+            (Some(result), None) => Ok(result),
+            (None, Some(error)) => Err(serde_json::from_value::<ErrorObject>(error)
+                .map_err(|_| invalid(Some(id.clone()), "error must be a JSON-RPC error object"))?),
+            _ => return Err(invalid(Some(id), "method is missing")),
+        };
+        Ok(Self::Response { id, outcome })
     }
 }
 
@@ -188,7 +207,7 @@ mod tests {
             (br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, INVALID_REQUEST, None),
             (br#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#, INVALID_REQUEST, Some(RequestId::Number(3))),
             (br#"{"jsonrpc":"2.0","id":"a","method":5}"#, INVALID_REQUEST, Some(RequestId::String("a".into()))),
-            (br#"{"jsonrpc":"2.0","id":4,"result":{}}"#, INVALID_REQUEST, Some(RequestId::Number(4))),
+            (br#"{"jsonrpc":"2.0","id":4,"error":7}"#, INVALID_REQUEST, Some(RequestId::Number(4))),
             (br#"{"jsonrpc":"2.0","id":5,"method":"x","params":[1]}"#, INVALID_REQUEST, Some(RequestId::Number(5))),
         ];
         for (body, code, id) in cases {
@@ -196,6 +215,21 @@ mod tests {
             assert_eq!(err.error.code, code, "{}", String::from_utf8_lossy(body));
             assert_eq!(err.id, id, "{}", String::from_utf8_lossy(body));
         }
+    }
+
+    #[test]
+    fn parses_responses_to_server_requests() {
+        let ok = Incoming::parse(br#"{"jsonrpc":"2.0","id":"s-1","result":{"action":"accept"}}"#).unwrap();
+        assert_eq!(
+            ok,
+            Incoming::Response {
+                id: RequestId::String("s-1".into()),
+                outcome: Ok(serde_json::json!({"action":"accept"}))
+            }
+        );
+        let err = Incoming::parse(br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"no"}}"#).unwrap();
+        assert!(matches!(err, Incoming::Response { outcome: Err(ErrorObject { code: -32601, .. }), .. }));
+        assert!(Incoming::parse(br#"{"jsonrpc":"2.0","result":{}}"#).is_err(), "a response needs an id");
     }
 
     #[test]

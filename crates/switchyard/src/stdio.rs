@@ -59,6 +59,11 @@ pub async fn serve(
             Err(envelope) => {
                 let _ = out_tx.send(jsonrpc::failure(envelope.id.as_ref(), &envelope.error)).await;
             }
+            Ok(Incoming::Response { id, outcome }) => {
+                if !server.deliver_response(&id, outcome) {
+                    tracing::debug!(%id, "a response nobody awaits was dropped");
+                }
+            }
             Ok(Incoming::Notification { method, params }) => {
                 if method == notification::CANCELLED {
                     let id = params.get("requestId").cloned().and_then(|v| serde_json::from_value::<RequestId>(v).ok());

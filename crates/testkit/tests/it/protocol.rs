@@ -307,3 +307,57 @@ async fn header_mismatches_are_refused() {
     let reply = client.send(body.into_bytes(), &wrong_method, None).await;
     assert_eq!((reply.status, reply.error_code()), (400, Some(-32020)));
 }
+
+#[tokio::test]
+async fn legacy_clients_answer_input_requests_on_the_response_stream() {
+    use futures::StreamExt as _;
+    let app = fixture().await;
+    let http = reqwest::Client::new();
+    let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": { "name": "test_elicitation", "arguments": { "message": "Who are you?" } } });
+    let response = http
+        .post(app.url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let mut body = response.bytes_stream();
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    while events.len() < 2 {
+        let chunk =
+            tokio::time::timeout(std::time::Duration::from_secs(5), body.next()).await.unwrap().unwrap().unwrap();
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
+                let message: Value = serde_json::from_str(data).unwrap();
+                if message["method"] == "elicitation/create" {
+                    assert_eq!(message["params"]["message"], "Who are you?");
+                    let answer = json!({ "jsonrpc": "2.0", "id": message["id"],
+                        "result": { "action": "accept", "content": { "username": "ada", "email": "ada@example.com" } } });
+                    let posted = http
+                        .post(app.url())
+                        .header("content-type", "application/json")
+                        .body(answer.to_string())
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(posted.status(), 202);
+                }
+                events.push(message);
+            }
+        }
+    }
+    assert_eq!(events[1]["id"], 5);
+    assert!(events[1]["result"]["content"][0]["text"].as_str().unwrap().contains("ada"));
+
+    // An answer nobody awaits is refused, not silently taken.
+    let stray = json!({ "jsonrpc": "2.0", "id": "switchyard-0", "result": {} });
+    let posted =
+        http.post(app.url()).header("content-type", "application/json").body(stray.to_string()).send().await.unwrap();
+    assert_eq!(posted.status(), 400);
+}
