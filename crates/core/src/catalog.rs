@@ -134,6 +134,8 @@ pub struct Catalog {
     default_policy: CachePolicy,
     /// Serialises rebuilds so two changes cannot publish out of order.
     rebuild_lock: tokio::sync::Mutex<()>,
+    /// Handed to every plugin call, so that a plugin can report a change.
+    changes: Arc<dyn ChangeSink>,
 }
 
 impl Catalog {
@@ -143,13 +145,14 @@ impl Catalog {
         bus: Arc<dyn NotificationBus>,
         default_policy: CachePolicy,
     ) -> Arc<Self> {
-        let catalog = Arc::new(Self {
+        let catalog = Arc::new_cyclic(|this| Self {
             plugins: RwLock::new(plugins),
             snapshot: RwLock::new(Arc::new(Snapshot { list_policy: default_policy, ..Snapshot::default() })),
             version: AtomicU64::new(0),
             bus,
             default_policy,
             rebuild_lock: tokio::sync::Mutex::new(()),
+            changes: Arc::new(CatalogChanges(Weak::clone(this))),
         });
         catalog.rebuild().await;
         catalog
@@ -201,8 +204,8 @@ impl Catalog {
         }
     }
 
-    pub(crate) fn change_sink(self: &Arc<Self>) -> Arc<dyn ChangeSink> {
-        Arc::new(CatalogChanges(Arc::downgrade(self)))
+    pub(crate) fn change_sink(&self) -> Arc<dyn ChangeSink> {
+        Arc::clone(&self.changes)
     }
 }
 

@@ -66,6 +66,10 @@ impl CompiledSchema {
     /// # Errors
     /// The list of problems found.
     pub fn validate(&self, instance: &Value) -> Result<(), Vec<String>> {
+        // The common case, valid input, without building any error.
+        if self.validator.is_valid(instance) {
+            return Ok(());
+        }
         let errors: Vec<String> = self
             .validator
             .iter_errors(instance)

@@ -72,6 +72,18 @@ pub struct Prepared {
     pub caller: Caller,
 }
 
+impl Prepared {
+    /// Whether running this request may send anything before its result
+    /// (progress, log messages, requests to a legacy client). When it cannot,
+    /// a transport may skip the machinery for streaming.
+    pub fn may_stream(&self) -> bool {
+        match &self.meta {
+            Some(meta) => meta.progress_token.is_some() || meta.log_level.is_some(),
+            None => true,
+        }
+    }
+}
+
 /// What a request produced.
 pub enum Execution {
     /// A result object (already carrying `resultType` and `_meta` as the era wants).
@@ -197,17 +209,17 @@ impl Server {
 
     async fn dispatch_modern(
         &self,
-        request: Prepared,
+        mut request: Prepared,
         outbox: Option<mpsc::Sender<Value>>,
         cancel: CancellationToken,
     ) -> Result<Dispatched, Error> {
         let snapshot = self.catalog.snapshot();
-        let meta = request.meta.as_ref().ok_or_else(|| Error::InvalidParams("params._meta is required".into()))?;
+        let mut meta = request.meta.take().ok_or_else(|| Error::InvalidParams("params._meta is required".into()))?;
         let notifier = match outbox {
-            Some(outbox) => Notifier::new(outbox, meta.progress_token.clone(), meta.log_level),
+            Some(outbox) => Notifier::new(outbox, meta.progress_token.take(), meta.log_level),
             None => Notifier::default(),
         };
-        let capabilities = Arc::new(meta.client_capabilities.clone());
+        let capabilities = Arc::new(std::mem::take(&mut meta.client_capabilities));
         let call = Call { server: self, request: &request, snapshot: &snapshot, notifier, capabilities, cancel };
         let result = match &request.method {
             Method::Discover => self.discover(),
@@ -232,9 +244,9 @@ impl Server {
             Method::ReadResource => call.read_resource().await?,
             Method::GetPrompt => call.get_prompt().await?,
             Method::Complete => call.complete().await?,
-            Method::Listen => return self.listen(&request, meta).map(Dispatched::Listen),
+            Method::Listen => return self.listen(&request, &call.capabilities).map(Dispatched::Listen),
             Method::GetTask | Method::UpdateTask | Method::CancelTask => {
-                if !ClientCapability::Tasks.is_declared_in(&meta.client_capabilities) {
+                if !ClientCapability::Tasks.is_declared_in(&call.capabilities) {
                     return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
                 }
                 // TODO(#5): the Tasks extension; until then it is not advertised.
@@ -365,7 +377,7 @@ impl Server {
         Ok(self.cached(result, snapshot.list_policy))
     }
 
-    fn listen(&self, request: &Prepared, meta: &RequestMeta) -> Result<ListenStream, Error> {
+    fn listen(&self, request: &Prepared, capabilities: &Map<String, Value>) -> Result<ListenStream, Error> {
         let notifications = match request.params.get("notifications") {
             Some(Value::Object(n)) => n,
             _ => {
@@ -390,7 +402,7 @@ impl Server {
                 .ok_or_else(|| Error::InvalidParams("notifications.resourceSubscriptions must be strings".into()))?,
             Some(_) => return Err(Error::InvalidParams("notifications.resourceSubscriptions must be an array".into())),
         };
-        if notifications.contains_key("taskIds") && !ClientCapability::Tasks.is_declared_in(&meta.client_capabilities) {
+        if notifications.contains_key("taskIds") && !ClientCapability::Tasks.is_declared_in(capabilities) {
             return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
         }
         // `taskIds` is left out of the acknowledgement: tasks are not served yet (#5).
@@ -438,11 +450,17 @@ impl Call<'_> {
 
     async fn call_tool(&self) -> Result<Value, Error> {
         let name = self.string_param("name")?;
-        let arguments = self.object_param("arguments")?;
+        let empty = Value::Object(Map::new());
+        let arguments = match self.request.params.get("arguments") {
+            None | Some(Value::Null) => &empty,
+            Some(arguments @ Value::Object(_)) => arguments,
+            Some(_) => return Err(Error::InvalidParams("params.arguments must be an object".into())),
+        };
         let tool = self.snapshot.tool(name).ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
         tool.input_schema
-            .validate(&Value::Object(arguments.clone()))
+            .validate(arguments)
             .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
+        let arguments = arguments.as_object().cloned().unwrap_or_default();
         let result = self.run(&tool.plugin, name, |plugin, cx| plugin.call_tool(name, arguments.clone(), cx)).await?;
         let Value::Object(map) = &result else {
             return Err(Error::InvalidOutput {
@@ -575,19 +593,27 @@ impl Call<'_> {
                 caller: request.caller.clone(),
                 client_capabilities: Arc::clone(&self.capabilities),
                 deadline: deadline.into_std(),
-                cancel: self.cancel.child_token(),
+                // The request's own token: a timeout ends the whole request.
+                cancel: self.cancel.clone(),
                 input: input.take(),
                 notifier: self.notifier.clone(),
                 changes: Some(self.server.catalog.change_sink()),
             };
-            let cancel = cx.cancel.clone();
-            let outcome = match tokio::time::timeout_at(deadline, call(plugin.as_ref(), cx)).await {
-                Ok(outcome) => outcome.map_err(plugin_error)?,
-                Err(_) => {
-                    cancel.cancel();
-                    return Err(timed_out());
-                }
-            };
+            let mut running = call(plugin.as_ref(), cx);
+            // Most built-in calls finish on their first poll: only a call that
+            // has to wait pays for a timer (the timer wheel is shared by every
+            // worker thread, so this matters on the hot path).
+            let outcome = match futures::FutureExt::now_or_never(&mut running) {
+                Some(outcome) => outcome,
+                None => match tokio::time::timeout_at(deadline, running).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => {
+                        self.cancel.cancel();
+                        return Err(timed_out());
+                    }
+                },
+            }
+            .map_err(plugin_error)?;
             let (requests, state) = match outcome {
                 Outcome::Complete(result) => return Ok(result),
                 Outcome::InputRequired { requests, state } => (requests, state),

@@ -1,18 +1,18 @@
-//! The POST handler, in the validation order of DIGEST §8.6 (steps 1 and 2,
-//! method and Origin/Host, happen in the router and `guard`).
+//! The POST handler, in the validation order of DIGEST §8.6 (step 1, the
+//! HTTP method, is the router's).
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use switchyard_core::Caller;
+use switchyard_core::{Caller, Execution};
 use switchyard_protocol::ErrorObject;
 use switchyard_protocol::error as codes;
 use switchyard_protocol::jsonrpc::Incoming;
 use tokio::sync::mpsc;
 
 use crate::router::AppState;
-use crate::{mirror, reply};
+use crate::{guard, mirror, reply};
 
 /// How many notifications a running request may queue before it waits for
 /// the client to read them.
@@ -21,6 +21,10 @@ const OUTBOX: usize = 32;
 pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) -> Response {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
+    // Step 2: Origin and Host (DNS-rebinding protection).
+    if let Some(refused) = guard::refusal(&state.config, parts.version, &headers) {
+        return refused;
+    }
 
     // Step 4: a JSON body, within the size limit, that is one JSON-RPC message.
     let is_json = headers
@@ -81,6 +85,14 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
 
     // Steps 10-12 happen in `core`. Retries of a multi-round request are not cacheable.
     let cacheable = !prepared.params.contains_key("inputResponses") && !prepared.params.contains_key("requestState");
+    if !prepared.may_stream() {
+        // Nothing can come before the result: skip the channel and the race.
+        return match state.server.execute(prepared, None).await {
+            Execution::Result(result) => reply::json_result(&id, &result, cacheable, &headers),
+            Execution::Error(error) => reply::error(Some(&id), &error),
+            Execution::Listen(stream) => reply::listen(id, stream, state.config.keep_alive),
+        };
+    }
     let (outbox, notifications) = mpsc::channel(OUTBOX);
     let server = state.server.clone();
     let running = Box::pin(async move { server.execute(prepared, Some(outbox)).await });

@@ -2,35 +2,33 @@
 //! (MCP Streamable HTTP, "Security"). A browser tricked into calling a local
 //! server sends the attacker's name in both, so both are checked.
 
-use std::sync::Arc;
-
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
+use axum::http::{HeaderMap, StatusCode, Version, header};
 use axum::response::Response;
 
 use crate::reply;
 use crate::router::Config;
 
-pub(crate) async fn check(State(config): State<Arc<Config>>, request: Request<Body>, next: Next) -> Response {
-    let headers = request.headers();
+/// The refusal of a request whose `Host` or `Origin` is not allowed. It is the first
+/// thing the endpoint does: a rebinding attack must not reach any MCP
+/// processing. (A plain call rather than a middleware layer: it is on every
+/// request's path, and a layer costs a boxed future per request.)
+pub(crate) fn refusal(config: &Config, version: Version, headers: &HeaderMap) -> Option<Response> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     match host {
         Some(host) if allowed(&config.allowed_hosts, host_name(host)) => {}
-        Some(_) => return reply::forbidden("Host not allowed"),
-        None if request.version() >= axum::http::Version::HTTP_11 => {
-            return reply::plain(StatusCode::BAD_REQUEST, "Host header required");
+        Some(_) => return Some(reply::forbidden("Host not allowed")),
+        None if version >= Version::HTTP_11 => {
+            return Some(reply::plain(StatusCode::BAD_REQUEST, "Host header required"));
         }
         None => {}
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let name = origin.to_str().ok().and_then(origin_host);
         if !name.is_some_and(|n| allowed(&config.allowed_origins, n)) {
-            return reply::forbidden("Origin not allowed");
+            return Some(reply::forbidden("Origin not allowed"));
         }
     }
-    next.run(request).await
+    None
 }
 
 fn allowed(list: &[String], name: &str) -> bool {

@@ -13,7 +13,7 @@ use axum::serve::ListenerExt as _;
 use switchyard_core::Server;
 use tokio::net::TcpListener;
 
-use crate::{endpoint, guard};
+use crate::endpoint;
 
 /// HTTP settings; composed into the binary's `Config`.
 #[derive(Debug, Clone)]
@@ -81,8 +81,6 @@ pub fn router(server: Arc<Server>, config: Config, health: Health) -> Router {
                 // No sessions and no standing GET stream in 2026-07-28 (SHOULD 405).
                 .fallback(method_not_allowed),
         )
-        // Origin/Host run first: a rebinding attack must not reach any MCP processing.
-        .layer(axum::middleware::from_fn_with_state(Arc::clone(&config), guard::check))
         .with_state(state);
     let ready = health.clone();
     mcp.route("/healthz", get(|| async { "ok" })).route(

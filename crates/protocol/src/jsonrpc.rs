@@ -178,8 +178,13 @@ pub fn notification(method: &str, params: Value) -> Value {
 }
 
 fn to_bytes(value: &impl Serialize) -> Vec<u8> {
+    // Most answers are a few hundred bytes: start there rather than grow by doubling.
+    let mut out = Vec::with_capacity(512);
     // Serialising our own envelope of `Value`s cannot fail: every map key is a string.
-    serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec())
+    if serde_json::to_writer(&mut out, value).is_err() {
+        out = b"{}".to_vec();
+    }
+    out
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ async fn oversized_bodies_and_headers_are_refused() {
 }
 
 #[tokio::test]
-async fn readiness_follows_shutdown() {
+async fn readiness_is_reported_while_serving() {
     let app = fixture().await;
     let ready = format!("{}/readyz", app.base_url());
     assert_eq!(reqwest::get(&ready).await.unwrap().status(), 200);
