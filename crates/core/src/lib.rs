@@ -28,6 +28,7 @@ pub mod schema;
 pub mod server;
 pub mod state;
 
+mod call;
 mod cursor;
 mod legacy;
 mod uri_template;

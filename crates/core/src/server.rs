@@ -5,32 +5,25 @@
 //! validation order of DIGEST §8.6 needs: HTTP checks its mirrored headers
 //! after the version gate and before dispatch.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::meta::{META, SERVER_INFO};
-use switchyard_protocol::method::input;
 use switchyard_protocol::version::{self, Era};
 use switchyard_protocol::{ErrorObject, Method, RequestId, RequestMeta};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::caching::CachePolicy;
+use crate::call::{Call, PendingResponses};
 use crate::catalog::{Catalog, HeaderParam, Snapshot};
 use crate::error::{Delivery, Error};
 use crate::listen::{Filter, ListenHub, ListenStream};
-use crate::plugin::{
-    CallContext, Caller, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult,
-};
-use crate::state::{Binding, StateKey, StateSealer};
+use crate::plugin::{Caller, Notifier};
+use crate::state::{StateKey, StateSealer};
 use crate::{cursor, legacy};
-
-/// Most completion values returned at once (the spec's cap).
-const MAX_COMPLETIONS: usize = 100;
 
 /// What the data layer needs to know; composed into the binary's `Config`.
 #[derive(Debug, Clone)]
@@ -106,12 +99,12 @@ impl std::fmt::Debug for Execution {
 
 /// The MCP server: the catalog, the listen hub and the rules between them.
 pub struct Server {
-    catalog: Arc<Catalog>,
+    pub(crate) catalog: Arc<Catalog>,
     hub: ListenHub,
-    sealer: StateSealer,
-    config: Config,
+    pub(crate) sealer: StateSealer,
+    pub(crate) config: Config,
     server_info: Value,
-    legacy_pending: PendingResponses,
+    pub(crate) legacy_pending: PendingResponses,
 }
 
 impl Server {
@@ -345,7 +338,7 @@ impl Server {
         self.cached(result, self.config.discover_cache)
     }
 
-    fn cached(&self, mut result: Value, policy: CachePolicy) -> Value {
+    pub(crate) fn cached(&self, mut result: Value, policy: CachePolicy) -> Value {
         if let Value::Object(map) = &mut result {
             policy.apply(map);
         }
@@ -419,336 +412,4 @@ impl Server {
 enum Dispatched {
     Result(Value),
     Listen(ListenStream),
-}
-
-/// One call into a plugin, with everything the MRTR and context plumbing needs.
-struct Call<'a> {
-    server: &'a Server,
-    request: &'a Prepared,
-    snapshot: &'a Snapshot,
-    notifier: Notifier,
-    capabilities: Arc<Map<String, Value>>,
-    cancel: CancellationToken,
-}
-
-impl Call<'_> {
-    fn string_param(&self, name: &str) -> Result<&str, Error> {
-        match self.request.params.get(name) {
-            Some(Value::String(s)) => Ok(s),
-            Some(_) => Err(Error::InvalidParams(format!("params.{name} must be a string"))),
-            None => Err(Error::InvalidParams(format!("params.{name} is required"))),
-        }
-    }
-
-    fn object_param(&self, name: &str) -> Result<Map<String, Value>, Error> {
-        match self.request.params.get(name) {
-            None | Some(Value::Null) => Ok(Map::new()),
-            Some(Value::Object(map)) => Ok(map.clone()),
-            Some(_) => Err(Error::InvalidParams(format!("params.{name} must be an object"))),
-        }
-    }
-
-    async fn call_tool(&self) -> Result<Value, Error> {
-        let name = self.string_param("name")?;
-        let empty = Value::Object(Map::new());
-        let arguments = match self.request.params.get("arguments") {
-            None | Some(Value::Null) => &empty,
-            Some(arguments @ Value::Object(_)) => arguments,
-            Some(_) => return Err(Error::InvalidParams("params.arguments must be an object".into())),
-        };
-        let tool = self.snapshot.tool(name).ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
-        tool.input_schema
-            .validate(arguments)
-            .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
-        let arguments = arguments.as_object().cloned().unwrap_or_default();
-        let result = self.run(&tool.plugin, name, |plugin, cx| plugin.call_tool(name, arguments.clone(), cx)).await?;
-        let Value::Object(map) = &result else {
-            return Err(Error::InvalidOutput {
-                tool: name.to_owned(),
-                problems: vec!["result is not an object".into()],
-            });
-        };
-        if map.get("resultType").is_some_and(|t| t != "complete") {
-            return Ok(result); // input_required
-        }
-        if !map.get("content").is_some_and(Value::is_array) {
-            return Err(Error::InvalidOutput { tool: name.to_owned(), problems: vec!["content is missing".into()] });
-        }
-        let is_error = map.get("isError").and_then(Value::as_bool) == Some(true);
-        if let (Some(schema), false) = (&tool.output_schema, is_error) {
-            let structured = map.get("structuredContent").ok_or_else(|| Error::InvalidOutput {
-                tool: name.to_owned(),
-                problems: vec!["structuredContent is missing".into()],
-            })?;
-            schema.validate(structured).map_err(|problems| Error::InvalidOutput { tool: name.to_owned(), problems })?;
-        }
-        Ok(result)
-    }
-
-    async fn read_resource(&self) -> Result<Value, Error> {
-        let uri = self.string_param("uri")?;
-        let owner = self
-            .snapshot
-            .resource(uri)
-            .or_else(|| self.snapshot.template_for(uri))
-            .ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))?;
-        let result = self.run(&owner.plugin, uri, |plugin, cx| plugin.read_resource(uri, cx)).await?;
-        if result.get("resultType").is_some_and(|t| t != "complete") {
-            return Ok(result);
-        }
-        // SEP-2164: a missing resource is an error, never an empty `contents`.
-        if result.get("contents").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
-            return Err(Error::ResourceNotFound(uri.to_owned()));
-        }
-        let policy = owner
-            .plugin
-            .cache_policy()
-            .map_or(self.server.config.read_cache, |p| self.server.config.read_cache.combine(p));
-        Ok(self.server.cached(result, policy))
-    }
-
-    async fn get_prompt(&self) -> Result<Value, Error> {
-        let name = self.string_param("name")?;
-        let arguments = self.object_param("arguments")?;
-        if let Some((key, _)) = arguments.iter().find(|(_, v)| !v.is_string()) {
-            return Err(Error::InvalidParams(format!("prompt argument {key} must be a string")));
-        }
-        let prompt = self.snapshot.prompt(name).ok_or_else(|| Error::UnknownPrompt(name.to_owned()))?;
-        let missing: Vec<&str> =
-            prompt.required_arguments.iter().filter(|a| !arguments.contains_key(*a)).map(String::as_str).collect();
-        if !missing.is_empty() {
-            return Err(Error::InvalidParams(format!("prompt {name} requires argument(s): {}", missing.join(", "))));
-        }
-        self.run(&prompt.plugin, name, |plugin, cx| plugin.get_prompt(name, arguments.clone(), cx)).await
-    }
-
-    async fn complete(&self) -> Result<Value, Error> {
-        let params = &self.request.params;
-        let reference = params.get("ref").ok_or_else(|| Error::InvalidParams("params.ref is required".into()))?;
-        let text = |v: Option<&Value>, what: &str| {
-            v.and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| Error::InvalidParams(format!("{what} must be a string")))
-        };
-        let (reference, plugin) = match reference.get("type").and_then(Value::as_str) {
-            Some("ref/prompt") => {
-                let name = text(reference.get("name"), "ref.name")?;
-                let plugin = self
-                    .snapshot
-                    .prompt(&name)
-                    .map(|p| Arc::clone(&p.plugin))
-                    .ok_or_else(|| Error::UnknownPrompt(name.clone()))?;
-                (CompletionRef::Prompt(name), plugin)
-            }
-            Some("ref/resource") => {
-                let uri = text(reference.get("uri"), "ref.uri")?;
-                let owner =
-                    self.snapshot.templates.iter().find(|t| t.key == uri).or_else(|| self.snapshot.resource(&uri));
-                let plugin =
-                    owner.map(|o| Arc::clone(&o.plugin)).ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
-                (CompletionRef::Resource(uri), plugin)
-            }
-            _ => return Err(Error::InvalidParams("ref.type must be ref/prompt or ref/resource".into())),
-        };
-        let argument = params.get("argument");
-        let argument_name = text(argument.and_then(|a| a.get("name")), "argument.name")?;
-        let value = text(argument.and_then(|a| a.get("value")), "argument.value")?;
-        let context = params
-            .get("context")
-            .and_then(|c| c.get("arguments"))
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let mut values = plugin
-            .complete(&reference, &argument_name, &value, &context)
-            .await
-            .map_err(|source| Error::Plugin { plugin: plugin.id().to_owned(), source })?;
-        let total = values.len();
-        values.truncate(MAX_COMPLETIONS);
-        Ok(json!({ "completion": { "values": values, "total": total, "hasMore": total > MAX_COMPLETIONS } }))
-    }
-
-    /// Runs a plugin call with MRTR: opens the incoming state, bounds the call
-    /// by its deadline, and seals the outgoing state of an `input_required`.
-    /// For a legacy client, which cannot retry with answers, the input
-    /// requests go out on the response stream instead and the plugin is
-    /// called again with the answers, up to [`MAX_LEGACY_ROUNDS`] times.
-    async fn run<'p, F>(&self, plugin: &'p Arc<dyn Plugin>, target: &str, call: F) -> Result<Value, Error>
-    where
-        F: Fn(&'p dyn Plugin, CallContext) -> BoxFuture<'p, PluginResult<Outcome>>,
-    {
-        let request = self.request;
-        let binding = Binding {
-            method: request.method.as_str(),
-            params: &request.params,
-            principal: request.caller.principal.as_deref(),
-        };
-        let mut input = self.input_round(binding)?;
-        let timeout = self.server.config.call_timeout;
-        let deadline = tokio::time::Instant::now() + timeout;
-        let plugin_error = |source| Error::Plugin { plugin: plugin.id().to_owned(), source };
-        let timed_out = || Error::Timeout { tool: target.to_owned(), seconds: timeout.as_secs() };
-        for _ in 0..=MAX_LEGACY_ROUNDS {
-            let cx = CallContext {
-                caller: request.caller.clone(),
-                client_capabilities: Arc::clone(&self.capabilities),
-                deadline: deadline.into_std(),
-                // The request's own token: a timeout ends the whole request.
-                cancel: self.cancel.clone(),
-                input: input.take(),
-                notifier: self.notifier.clone(),
-                changes: Some(self.server.catalog.change_sink()),
-            };
-            let mut running = call(plugin.as_ref(), cx);
-            // Most built-in calls finish on their first poll: only a call that
-            // has to wait pays for a timer (the timer wheel is shared by every
-            // worker thread, so this matters on the hot path).
-            let outcome = match futures::FutureExt::now_or_never(&mut running) {
-                Some(outcome) => outcome,
-                None => match tokio::time::timeout_at(deadline, running).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => {
-                        self.cancel.cancel();
-                        return Err(timed_out());
-                    }
-                },
-            }
-            .map_err(plugin_error)?;
-            let (requests, state) = match outcome {
-                Outcome::Complete(result) => return Ok(result),
-                Outcome::InputRequired { requests, state } => (requests, state),
-            };
-            if request.era == Era::Modern {
-                for input_request in requests.values() {
-                    let needed = required_capability(input_request).ok_or_else(|| {
-                        plugin_error(PluginError::Internal(format!("malformed input request: {input_request}").into()))
-                    })?;
-                    if !needed.is_declared_in(&self.capabilities) {
-                        return Err(ErrorObject::missing_capability(needed.as_required()).into());
-                    }
-                }
-                let sealed = self.server.sealer.seal(binding, state);
-                return Ok(
-                    json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }),
-                );
-            }
-            let responses = self.ask_legacy_client(requests, deadline).await.map_err(|e| match e {
-                LegacyAsk::Unavailable => plugin_error(PluginError::Tool(legacy::input_unavailable())),
-                LegacyAsk::Refused(message) => plugin_error(PluginError::Tool(message)),
-                LegacyAsk::TimedOut => timed_out(),
-            })?;
-            input = Some(InputRound { responses, state });
-        }
-        Err(plugin_error(PluginError::Tool(format!("{target} asked for input more than {MAX_LEGACY_ROUNDS} times"))))
-    }
-
-    /// Sends input requests to a legacy client as JSON-RPC requests on this
-    /// request's response stream and waits for its answers, which arrive as
-    /// separate POSTs and reach us through [`Server::deliver_response`].
-    async fn ask_legacy_client(
-        &self,
-        requests: Map<String, Value>,
-        deadline: tokio::time::Instant,
-    ) -> std::result::Result<Map<String, Value>, LegacyAsk> {
-        let pending = &self.server.legacy_pending;
-        let mut waiting = Vec::with_capacity(requests.len());
-        let registered =
-            Unregister { pending, ids: requests.keys().map(|_| RequestId::String(legacy::request_id())).collect() };
-        for ((key, input_request), id) in requests.into_iter().zip(&registered.ids) {
-            let (sender, receiver) = tokio::sync::oneshot::channel();
-            pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), sender);
-            let method = input_request.get("method").and_then(Value::as_str).unwrap_or("input").to_owned();
-            let mut message = input_request;
-            message["jsonrpc"] = json!("2.0");
-            message["id"] = id.to_value();
-            if !self.notifier.send(message).await {
-                return Err(LegacyAsk::Unavailable);
-            }
-            waiting.push((key, method, receiver));
-        }
-        let mut responses = Map::new();
-        for (key, method, receiver) in waiting {
-            match tokio::time::timeout_at(deadline, receiver).await {
-                Ok(Ok(Ok(answer))) => {
-                    responses.insert(key, answer);
-                }
-                Ok(Ok(Err(error))) => {
-                    return Err(LegacyAsk::Refused(format!("The client could not answer {method}: {}", error.message)));
-                }
-                Ok(Err(_)) | Err(_) => return Err(LegacyAsk::TimedOut),
-            }
-        }
-        Ok(responses)
-    }
-
-    /// Reads `inputResponses` and opens `requestState` on a retry.
-    fn input_round(&self, binding: Binding<'_>) -> Result<Option<InputRound>, Error> {
-        let params = &self.request.params;
-        let responses = match params.get("inputResponses") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(responses)) => {
-                if let Some((key, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
-                    return Err(Error::InvalidParams(format!("inputResponses.{key} must be an object")));
-                }
-                Some(responses.clone())
-            }
-            Some(_) => return Err(Error::InvalidParams("inputResponses must be an object".into())),
-        };
-        let state = match params.get("requestState") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(sealed)) => Some(self.server.sealer.open(sealed, binding).map_err(Error::RequestState)?),
-            Some(_) => return Err(Error::InvalidParams("requestState must be a string".into())),
-        };
-        Ok(match (responses, state) {
-            (None, None) => None,
-            (responses, state) => Some(InputRound { responses: responses.unwrap_or_default(), state: state.flatten() }),
-        })
-    }
-}
-
-/// The most times a legacy client is asked for input within one request.
-const MAX_LEGACY_ROUNDS: usize = 8;
-
-/// Why a legacy client could not be asked.
-enum LegacyAsk {
-    /// The transport cannot stream requests to the client.
-    Unavailable,
-    /// The client answered with an error.
-    Refused(String),
-    /// No answer before the deadline.
-    TimedOut,
-}
-
-/// Removes this request's pending input requests however the wait ends.
-struct Unregister<'a> {
-    pending: &'a PendingResponses,
-    ids: Vec<RequestId>,
-}
-
-impl Drop for Unregister<'_> {
-    fn drop(&mut self) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        for id in &self.ids {
-            pending.remove(id);
-        }
-    }
-}
-
-/// Answers awaited from legacy clients, by the id of the request we sent.
-type PendingResponses =
-    std::sync::Mutex<HashMap<RequestId, tokio::sync::oneshot::Sender<std::result::Result<Value, ErrorObject>>>>;
-
-/// The client capability an embedded input request needs.
-fn required_capability(request: &Value) -> Option<ClientCapability> {
-    let params = request.get("params");
-    match request.get("method")?.as_str()? {
-        input::ELICIT if params.and_then(|p| p.get("mode")).and_then(Value::as_str) == Some("url") => {
-            Some(ClientCapability::ElicitationUrl)
-        }
-        input::ELICIT => Some(ClientCapability::ElicitationForm),
-        input::CREATE_MESSAGE if params.and_then(|p| p.get("tools")).is_some() => Some(ClientCapability::SamplingTools),
-        input::CREATE_MESSAGE => Some(ClientCapability::Sampling),
-        input::LIST_ROOTS => Some(ClientCapability::Roots),
-        _ => None,
-    }
 }
