@@ -7,7 +7,8 @@
 //! (so a mismatch wins over an unsupported version); [`require`] checks
 //! presence and the name and parameter headers after the version gate.
 
-use axum::http::HeaderMap;
+use axum::http::header::AsHeaderName;
+use axum::http::{HeaderMap, HeaderName};
 use serde_json::{Map, Value};
 use switchyard_core::{Prepared, Server};
 use switchyard_protocol::headers::{self, decode_value, matches_body};
@@ -16,7 +17,7 @@ use switchyard_protocol::{ErrorObject, Method, RequestMeta};
 
 /// A header's value as text, trimmed; `-32020` when it has bytes that are not
 /// visible ASCII.
-fn read<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ErrorObject> {
+fn read<K: AsHeaderName + Copy + std::fmt::Display>(headers: &HeaderMap, name: K) -> Result<Option<&str>, ErrorObject> {
     match headers.get(name) {
         None => Ok(None),
         Some(value) => value
@@ -26,21 +27,26 @@ fn read<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Error
     }
 }
 
+// Parsed once: looking a header up by a `&str` name parses the name on every call.
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(headers::PROTOCOL_VERSION);
+const METHOD: HeaderName = HeaderName::from_static(headers::METHOD);
+const NAME: HeaderName = HeaderName::from_static(headers::NAME);
+
 /// Whether the headers say the client speaks the modern protocol: a
 /// `MCP-Protocol-Version` that is not a legacy revision.
 pub(crate) fn modern_hint(headers: &HeaderMap) -> bool {
-    matches!(read(headers, headers::PROTOCOL_VERSION), Ok(Some(v)) if !LEGACY.contains(&v))
+    matches!(read(headers, &PROTOCOL_VERSION), Ok(Some(v)) if !LEGACY.contains(&v))
 }
 
 /// Step 6: where a value is both in a header and in the body, they must agree.
 pub(crate) fn cross_check(headers: &HeaderMap, method: &str, params: &Map<String, Value>) -> Result<(), ErrorObject> {
     let Some(body_version) = RequestMeta::claimed_version(params) else { return Ok(()) };
-    if let Some(header) = read(headers, headers::PROTOCOL_VERSION)?
+    if let Some(header) = read(headers, &PROTOCOL_VERSION)?
         && header != body_version
     {
         return Err(ErrorObject::header_mismatch(format!("MCP-Protocol-Version '{header}' vs body '{body_version}'")));
     }
-    if let Some(header) = read(headers, headers::METHOD)?
+    if let Some(header) = read(headers, &METHOD)?
         && header != method
     {
         return Err(ErrorObject::header_mismatch(format!("Mcp-Method '{header}' vs body '{method}'")));
@@ -54,14 +60,14 @@ pub(crate) fn require(headers: &HeaderMap, request: &Prepared, server: &Server) 
     if request.era == Era::Legacy {
         return Ok(()); // legacy clients predate these headers
     }
-    if read(headers, headers::PROTOCOL_VERSION)?.is_none() {
+    if read(headers, &PROTOCOL_VERSION)?.is_none() {
         return Err(ErrorObject::header_mismatch("MCP-Protocol-Version header is required"));
     }
-    if read(headers, headers::METHOD)?.is_none() {
+    if read(headers, &METHOD)?.is_none() {
         return Err(ErrorObject::header_mismatch("Mcp-Method header is required"));
     }
     if let Some(member) = request.method.name_param() {
-        let header = read(headers, headers::NAME)?.ok_or_else(|| {
+        let header = read(headers, &NAME)?.ok_or_else(|| {
             ErrorObject::header_mismatch(format!("Mcp-Name header is required for {}", request.method))
         })?;
         let header = decode(header, "Mcp-Name")?;
@@ -83,7 +89,7 @@ fn check_params(headers: &HeaderMap, request: &Prepared, server: &Server) -> Res
     let arguments = request.params.get("arguments").and_then(Value::as_object);
     for param in server.header_params(tool) {
         let body = arguments.and_then(|a| a.get(&param.argument)).filter(|v| !v.is_null());
-        let header = read(headers, &param.header)?;
+        let header = read(headers, param.header.as_str())?;
         match (body, header) {
             (Some(_), None) => {
                 return Err(ErrorObject::header_mismatch(format!(

@@ -92,6 +92,24 @@ impl Incoming {
     /// `-32700` when the bytes are not JSON (invalid UTF-8 included), `-32600`
     /// when the JSON is not a single request or notification object.
     pub fn parse(bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        // The fast path reads the envelope into a borrowed struct, without
+        // building a map of its members; anything unusual (a batch, a
+        // response, a wrongly typed member) takes the general path below, so
+        // both paths give the same answer.
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        if first == Some(&b'{') {
+            match serde_json::from_slice::<Envelope<'_>>(bytes) {
+                Ok(envelope) => {
+                    if let Some(message) = envelope.into_message() {
+                        return Ok(message);
+                    }
+                }
+                Err(e) if !e.is_data() => {
+                    return Err(EnvelopeError { id: None, error: ErrorObject::parse_error(e.to_string()) });
+                }
+                Err(_) => {}
+            }
+        }
         let value: Value = serde_json::from_slice(bytes)
             .map_err(|e| EnvelopeError { id: None, error: ErrorObject::parse_error(e.to_string()) })?;
         Self::from_value(value)
@@ -132,6 +150,48 @@ impl Incoming {
             Some(id) => Self::Request { id, method, params },
             None => Self::Notification { method, params },
         })
+    }
+}
+
+/// The members of a request or notification, borrowed from the body.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a str>,
+    /// `Some(Value::Null)` for `"id": null`, which is not a notification.
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default)]
+    result: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+impl Envelope<'_> {
+    /// The message, when the envelope is an ordinary, valid request or
+    /// notification; `None` sends it down the general path.
+    fn into_message(self) -> Option<Incoming> {
+        if self.jsonrpc != Some("2.0") || self.result.is_some() || self.error.is_some() {
+            return None;
+        }
+        let method = self.method?.into_owned();
+        let params = match self.params {
+            None => Map::new(),
+            Some(Value::Object(params)) => params,
+            Some(_) => return None,
+        };
+        match self.id {
+            None => Some(Incoming::Notification { method, params }),
+            Some(id) => RequestId::from_value(&id).map(|id| Incoming::Request { id, method, params }),
+        }
     }
 }
 
@@ -219,6 +279,27 @@ mod tests {
             let err = Incoming::parse(body).unwrap_err();
             assert_eq!(err.error.code, code, "{}", String::from_utf8_lossy(body));
             assert_eq!(err.id, id, "{}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_the_general_one() {
+        let bodies: [&[u8]; 10] = [
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"a":1}}}"#,
+            br#"{"jsonrpc":"2.0","id":"x","method":"a\u002fb"}"#,
+            br#"{"jsonrpc":"2\u002e0","id":1,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":null}"#,
+            br#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":{},"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","method":"n"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":[]}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            br#"{"id":1,"method":"m"}"#,
+        ];
+        for body in bodies {
+            let general =
+                serde_json::from_slice(body).map_err(|_| ()).and_then(|v| Incoming::from_value(v).map_err(|_| ()));
+            assert_eq!(Incoming::parse(body).map_err(|_| ()), general, "{}", String::from_utf8_lossy(body));
         }
     }
 
