@@ -214,29 +214,11 @@ impl Server {
         };
         let capabilities = Arc::new(std::mem::take(&mut meta.client_capabilities));
         let call = Call { server: self, request: &request, snapshot: &snapshot, notifier, capabilities, cancel };
+        if let Some(result) = self.dispatch_shared(&call).await {
+            return result.map(Dispatched::Result);
+        }
         let result = match &request.method {
             Method::Discover => self.discover(),
-            Method::ListTools => {
-                self.list(&request.params, &snapshot.tools, |t| &t.name, |t| &t.definition, "tools", &snapshot)?
-            }
-            Method::ListPrompts => {
-                self.list(&request.params, &snapshot.prompts, |p| &p.name, |p| &p.definition, "prompts", &snapshot)?
-            }
-            Method::ListResources => {
-                self.list(&request.params, &snapshot.resources, |r| &r.key, |r| &r.definition, "resources", &snapshot)?
-            }
-            Method::ListResourceTemplates => self.list(
-                &request.params,
-                &snapshot.templates,
-                |r| &r.key,
-                |r| &r.definition,
-                "resourceTemplates",
-                &snapshot,
-            )?,
-            Method::CallTool => call.call_tool().await?,
-            Method::ReadResource => call.read_resource().await?,
-            Method::GetPrompt => call.get_prompt().await?,
-            Method::Complete => call.complete().await?,
             Method::Listen => return self.listen(&request, &call.capabilities).map(Dispatched::Listen),
             Method::GetTask | Method::UpdateTask | Method::CancelTask => {
                 if !ClientCapability::Tasks.is_declared_in(&call.capabilities) {
@@ -245,14 +227,7 @@ impl Server {
                 // TODO(#5): the Tasks extension; until then it is not advertised.
                 return Err(ErrorObject::method_not_found(request.method.as_str()).into());
             }
-            Method::Initialize
-            | Method::Ping
-            | Method::SetLogLevel
-            | Method::Subscribe
-            | Method::Unsubscribe
-            | Method::Unknown(_) => {
-                return Err(ErrorObject::method_not_found(request.method.as_str()).into());
-            }
+            _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
         Ok(Dispatched::Result(result))
     }
@@ -270,38 +245,44 @@ impl Server {
             None => Notifier::default(),
         };
         // Legacy clients declared their capabilities in `initialize`, which we
-        // did not keep; assume none, so no input request is ever sent to them.
+        // did not keep: none are assumed, and a tool that needs input asks the
+        // client over the response stream (see `legacy`).
         let capabilities = Arc::new(Map::new());
         let call = Call { server: self, request: &request, snapshot: &snapshot, notifier, capabilities, cancel };
+        if let Some(result) = self.dispatch_shared(&call).await {
+            return result.map(Dispatched::Result);
+        }
         let result = match &request.method {
             Method::Initialize => {
                 legacy::initialize_result(&request.params, &self.server_info, self.config.instructions.as_deref())
             }
             Method::Ping | Method::SetLogLevel | Method::Subscribe | Method::Unsubscribe => json!({}),
-            Method::ListTools => {
-                self.list(&request.params, &snapshot.tools, |t| &t.name, |t| &t.definition, "tools", &snapshot)?
-            }
-            Method::ListPrompts => {
-                self.list(&request.params, &snapshot.prompts, |p| &p.name, |p| &p.definition, "prompts", &snapshot)?
-            }
-            Method::ListResources => {
-                self.list(&request.params, &snapshot.resources, |r| &r.key, |r| &r.definition, "resources", &snapshot)?
-            }
-            Method::ListResourceTemplates => self.list(
-                &request.params,
-                &snapshot.templates,
-                |r| &r.key,
-                |r| &r.definition,
-                "resourceTemplates",
-                &snapshot,
-            )?,
-            Method::CallTool => call.call_tool().await?,
-            Method::ReadResource => call.read_resource().await?,
-            Method::GetPrompt => call.get_prompt().await?,
-            Method::Complete => call.complete().await?,
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
         Ok(Dispatched::Result(result))
+    }
+
+    /// The methods both eras serve alike: the lists, and the calls into
+    /// plugins. `None` for any other method.
+    async fn dispatch_shared(&self, call: &Call<'_>) -> Option<Result<Value, Error>> {
+        let (params, snapshot) = (&call.request.params, call.snapshot);
+        Some(match &call.request.method {
+            Method::ListTools => self.list(params, &snapshot.tools, |t| &t.name, |t| &t.definition, "tools", snapshot),
+            Method::ListPrompts => {
+                self.list(params, &snapshot.prompts, |p| &p.name, |p| &p.definition, "prompts", snapshot)
+            }
+            Method::ListResources => {
+                self.list(params, &snapshot.resources, |r| &r.key, |r| &r.definition, "resources", snapshot)
+            }
+            Method::ListResourceTemplates => {
+                self.list(params, &snapshot.templates, |r| &r.key, |r| &r.definition, "resourceTemplates", snapshot)
+            }
+            Method::CallTool => call.call_tool().await,
+            Method::ReadResource => call.read_resource().await,
+            Method::GetPrompt => call.get_prompt().await,
+            Method::Complete => call.complete().await,
+            _ => return None,
+        })
     }
 
     /// Adds `resultType` and `serverInfo` (modern), or strips modern members (legacy).
