@@ -90,6 +90,20 @@ impl Drop for Server {
     }
 }
 
+/// Where `SERVER_CPUS` is set (e.g. `0`), servers run pinned to those CPUs
+/// with `taskset`, so that a load generator pinned elsewhere does not share
+/// their cores.
+fn server_command(program: &std::path::Path) -> Command {
+    match std::env::var("SERVER_CPUS") {
+        Ok(cpus) if !cpus.is_empty() => {
+            let mut command = Command::new("taskset");
+            command.arg("-c").arg(cpus).arg(program);
+            command
+        }
+        _ => Command::new(program),
+    }
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -107,7 +121,7 @@ async fn wait_ready(url: &str) -> anyhow::Result<()> {
 
 async fn start_bare() -> anyhow::Result<Server> {
     let port = free_port()?;
-    let child = Command::new(std::env::current_exe()?)
+    let child = server_command(&std::env::current_exe()?)
         .args(["bare", "--bind", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
         .spawn()?;
@@ -116,9 +130,9 @@ async fn start_bare() -> anyhow::Result<Server> {
     Ok(Server { child, url })
 }
 
-async fn start_switchyard(binary: &PathBuf) -> anyhow::Result<Server> {
+async fn start_switchyard(binary: &std::path::Path) -> anyhow::Result<Server> {
     let port = free_port()?;
-    let child = Command::new(binary)
+    let child = server_command(binary)
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
         .env("SWITCHYARD_LOG", "warn")
         .stderr(Stdio::null())

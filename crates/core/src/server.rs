@@ -55,7 +55,7 @@ pub struct Prepared {
     pub id: RequestId,
     /// The method.
     pub method: Method,
-    /// The parameters.
+    /// The parameters; for a modern request without `_meta`, which is in `meta`.
     pub params: Map<String, Value>,
     /// Modern or legacy.
     pub era: Era,
@@ -152,7 +152,7 @@ impl Server {
         &self,
         id: RequestId,
         method: &str,
-        params: Map<String, Value>,
+        mut params: Map<String, Value>,
         modern_hint: bool,
         caller: Caller,
     ) -> Result<Prepared, ErrorObject> {
@@ -161,7 +161,7 @@ impl Server {
         if !claims_modern && !modern_hint {
             return Ok(Prepared { id, method, params, era: Era::Legacy, meta: None, caller });
         }
-        let meta = RequestMeta::parse(&params)?;
+        let meta = RequestMeta::take(&mut params)?;
         if switchyard_protocol::ProtocolVersion::parse_modern(&meta.protocol_version).is_none() {
             return Err(ErrorObject::unsupported_version(&version::MODERN, &meta.protocol_version));
         }

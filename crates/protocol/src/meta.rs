@@ -47,23 +47,25 @@ impl RequestMeta {
         params.get(META)?.get(PROTOCOL_VERSION)?.as_str()
     }
 
-    /// Validates the required keys of `params._meta`.
+    /// Takes `params._meta` out of the parameters (they are cheaper to carry
+    /// without it, and nothing downstream reads it from there) and validates
+    /// its required keys.
     ///
     /// # Errors
     /// `-32602` naming the missing or malformed key. `clientInfo` is never required.
-    pub fn parse(params: &Map<String, Value>) -> Result<Self, ErrorObject> {
-        let meta = match params.get(META) {
+    pub fn take(params: &mut Map<String, Value>) -> Result<Self, ErrorObject> {
+        let mut meta = match params.remove(META) {
             Some(Value::Object(meta)) => meta,
             Some(_) => return Err(ErrorObject::invalid_params("params._meta must be an object")),
             None => return Err(ErrorObject::invalid_params("params._meta is required")),
         };
-        let protocol_version = match meta.get(PROTOCOL_VERSION) {
-            Some(Value::String(v)) => v.clone(),
+        let protocol_version = match meta.remove(PROTOCOL_VERSION) {
+            Some(Value::String(v)) => v,
             Some(_) => return Err(missing_or_bad(PROTOCOL_VERSION, "must be a string")),
             None => return Err(missing_or_bad(PROTOCOL_VERSION, "is required")),
         };
-        let client_capabilities = match meta.get(CLIENT_CAPABILITIES) {
-            Some(Value::Object(c)) => c.clone(),
+        let client_capabilities = match meta.remove(CLIENT_CAPABILITIES) {
+            Some(Value::Object(c)) => c,
             Some(_) => return Err(missing_or_bad(CLIENT_CAPABILITIES, "must be an object")),
             None => return Err(missing_or_bad(CLIENT_CAPABILITIES, "is required")),
         };
@@ -76,10 +78,10 @@ impl RequestMeta {
                     .ok_or_else(|| missing_or_bad(LOG_LEVEL, "is not a logging level"))?,
             ),
         };
-        let progress_token = match meta.get(PROGRESS_TOKEN) {
+        let progress_token = match meta.remove(PROGRESS_TOKEN) {
             None => None,
-            Some(token @ Value::String(_)) => Some(token.clone()),
-            Some(token @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(token.clone()),
+            Some(token @ Value::String(_)) => Some(token),
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
             Some(_) => return Err(missing_or_bad(PROGRESS_TOKEN, "must be a string or an integer")),
         };
         Ok(Self { protocol_version, client_capabilities, log_level, progress_token })
@@ -102,7 +104,9 @@ mod tests {
     #[test]
     fn requires_version_and_capabilities_but_not_client_info() {
         let ok = params(json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}}}));
-        assert_eq!(RequestMeta::parse(&ok).unwrap().protocol_version, "2026-07-28");
+        let mut ok = ok;
+        assert_eq!(RequestMeta::take(&mut ok).unwrap().protocol_version, "2026-07-28");
+        assert!(!ok.contains_key(META), "_meta is taken out of the params");
         for bad in [
             json!({}),
             json!({"_meta": 1}),
@@ -113,7 +117,7 @@ mod tests {
             json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}, LOG_LEVEL: "loud"}}),
             json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}, PROGRESS_TOKEN: 1.5}}),
         ] {
-            assert_eq!(RequestMeta::parse(&params(bad.clone())).unwrap_err().code, -32602, "{bad}");
+            assert_eq!(RequestMeta::take(&mut params(bad.clone())).unwrap_err().code, -32602, "{bad}");
         }
     }
 }
