@@ -127,6 +127,7 @@ impl Plugin for ConformanceFixture {
             tool("test_image_content", "Returns an image.", no_args()),
             tool("test_audio_content", "Returns audio.", no_args()),
             tool("test_embedded_resource", "Returns an embedded resource.", no_args()),
+            tool("test_resource_link", "Returns a link to a resource (not a conformance fixture).", no_args()),
             tool("test_multiple_content_types", "Returns text, an image and a resource.", no_args()),
             tool("test_tool_with_logging", "Logs three messages while it runs.", no_args()),
             tool("test_logging_tool", "Logs a message (only when the request sets a log level).", no_args()),
@@ -346,6 +347,10 @@ impl ConformanceFixture {
             }
             "test_embedded_resource" => complete(json!({ "content": [{ "type": "resource", "resource": {
                 "uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content." } }] })),
+            "test_resource_link" => {
+                complete(json!({ "content": [{ "type": "resource_link", "uri": "test://static-text",
+                "name": "static-text", "mimeType": "text/plain", "annotations": { "audience": ["user"], "priority": 0.5 } }] }))
+            }
             "test_multiple_content_types" => complete(json!({ "content": [
                 { "type": "text", "text": "Multiple content types test:" },
                 { "type": "image", "data": PNG, "mimeType": "image/png" },

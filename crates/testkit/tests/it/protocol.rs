@@ -100,6 +100,7 @@ async fn every_content_type_validates_against_the_schema() {
     let app = fixture().await;
     let client = app.client();
     for tool in [
+        "test_resource_link",
         "test_simple_text",
         "test_image_content",
         "test_audio_content",

@@ -38,6 +38,85 @@ async fn bad_input_battery_gets_documented_errors_and_the_server_stays_up() {
 }
 
 #[tokio::test]
+async fn wrong_types_in_every_field_are_invalid_params() {
+    let app = fixture().await;
+    let client = app.client();
+    // (method, params with one member of the wrong type, the error code)
+    let cases = [
+        ("tools/call", json!({ "name": 7 }), -32602),
+        ("tools/call", json!({ "name": "echo", "arguments": "text" }), -32602),
+        ("tools/call", json!({ "name": "echo", "arguments": { "text": "x" }, "inputResponses": [] }), -32602),
+        ("tools/call", json!({ "name": "echo", "arguments": { "text": "x" }, "inputResponses": { "k": 1 } }), -32602),
+        ("tools/call", json!({ "name": "echo", "arguments": { "text": "x" }, "requestState": 5 }), -32602),
+        ("tools/list", json!({ "cursor": 5 }), -32602),
+        ("resources/read", json!({ "uri": 5 }), -32602),
+        ("prompts/get", json!({ "name": ["x"] }), -32602),
+        (
+            "prompts/get",
+            json!({ "name": "test_prompt_with_arguments", "arguments": { "arg1": 1, "arg2": "b" } }),
+            -32602,
+        ),
+        (
+            "completion/complete",
+            json!({ "ref": { "type": "ref/unknown" }, "argument": { "name": "a", "value": "b" } }),
+            -32602,
+        ),
+        (
+            "completion/complete",
+            json!({ "ref": { "type": "ref/prompt", "name": 3 }, "argument": { "name": "a", "value": "b" } }),
+            -32602,
+        ),
+        ("subscriptions/listen", json!({ "notifications": "all" }), -32602),
+        ("subscriptions/listen", json!({ "notifications": { "toolsListChanged": "yes" } }), -32602),
+        ("subscriptions/listen", json!({ "notifications": { "resourceSubscriptions": [1] } }), -32602),
+    ];
+    for (method, params, code) in cases {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params.clone() });
+        let mut with_meta = body.clone();
+        with_meta["params"]["_meta"] = switchyard_testkit::meta(json!({}));
+        let mut headers = standard(method);
+        // A client mirrors whatever it put in the body, wrong type or not.
+        if let Some(name) = params.get("name").or(params.get("uri")) {
+            headers.push(("mcp-name".into(), name.as_str().map_or_else(|| name.to_string(), str::to_owned)));
+        }
+        let reply = client.send(with_meta.to_string().into_bytes(), &headers, None).await;
+        assert_eq!(reply.error_code(), Some(code), "{method} {params}: {:?}", reply.messages);
+    }
+    // And in `_meta` itself.
+    for (key, value) in [
+        ("io.modelcontextprotocol/protocolVersion", json!(2026)),
+        ("io.modelcontextprotocol/clientCapabilities", json!([])),
+        ("io.modelcontextprotocol/logLevel", json!(3)),
+        ("progressToken", json!({})),
+    ] {
+        let mut meta = switchyard_testkit::meta(json!({}));
+        meta[key] = value;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": { "_meta": meta } });
+        let reply = client.send(body.to_string().into_bytes(), &standard("tools/list"), None).await;
+        assert_eq!((reply.status, reply.error_code()), (400, Some(-32602)), "_meta {key}");
+    }
+}
+
+#[tokio::test]
+async fn missing_standard_headers_are_header_mismatches() {
+    let app = fixture().await;
+    let client = app.client();
+    let params = json!({ "name": "echo", "arguments": { "text": "x" }, "_meta": switchyard_testkit::meta(json!({})) });
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }).to_string();
+    let all = Client::headers_for("tools/call", &params);
+    for missing in ["mcp-protocol-version", "mcp-method", "mcp-name"] {
+        let headers: Vec<_> = all.iter().filter(|(k, _)| k != missing).cloned().collect();
+        let reply = client.send(body.clone().into_bytes(), &headers, None).await;
+        assert_eq!((reply.status, reply.error_code()), (400, Some(-32020)), "without {missing}");
+    }
+    let mut wrong_name = all.clone();
+    wrong_name.retain(|(k, _)| k != "mcp-name");
+    wrong_name.push(("mcp-name".into(), "calculator_arithmetic".into()));
+    let reply = client.send(body.into_bytes(), &wrong_name, None).await;
+    assert_eq!((reply.status, reply.error_code()), (400, Some(-32020)));
+}
+
+#[tokio::test]
 async fn wrong_headers_and_methods() {
     let app = fixture().await;
     let client = app.client();
