@@ -1,6 +1,8 @@
 //! The stdio transport: newline-delimited JSON-RPC on stdin/stdout, the same
 //! data layer as HTTP. Requests run concurrently; `notifications/cancelled`
-//! cancels one (a listen stream included). Logs go to stderr.
+//! cancels one (a listen stream included). At the end of input, requests in
+//! flight finish and listen streams send their final result before the
+//! process exits. Logs go to stderr.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -81,7 +83,10 @@ pub async fn serve(
                         continue;
                     }
                 };
-                let token = shutdown.child_token();
+                // Not a child of `shutdown`: at the end of input, requests in
+                // flight still finish (bounded by the call timeout); only
+                // listen streams end, with their final result.
+                let token = CancellationToken::new();
                 running.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), token.clone());
                 let (server, out_tx, running) = (Arc::clone(&server), out_tx.clone(), Arc::clone(&running));
                 tokio::spawn(async move {
@@ -95,7 +100,8 @@ pub async fn serve(
         }
     }
     drop(out_tx);
-    // Let running requests (and listen streams, via shutdown) finish writing.
+    // Listen streams end with their final result; requests in flight finish;
+    // the writer ends when the last of them has written.
     shutdown.cancel();
     writer.await.unwrap_or(Ok(()))
 }

@@ -181,6 +181,22 @@ async fn oversized_bodies_and_headers_are_refused() {
 }
 
 #[tokio::test]
+async fn shutdown_lets_a_request_in_flight_finish() {
+    let app = fixture().await;
+    let mut meta = switchyard_testkit::meta(json!({}));
+    meta["progressToken"] = json!("p");
+    let params = json!({ "name": "test_tool_with_progress", "arguments": {}, "_meta": meta });
+    // Shut down as soon as the first progress notification is in; the call
+    // still has about 100 ms to run.
+    let reply = app
+        .client()
+        .stream("tools/call", params, 4, std::time::Duration::from_secs(5), || async { app.shut_down() })
+        .await;
+    assert_eq!(reply.messages.len(), 4, "three progress notifications, then the result: {:?}", reply.messages);
+    assert!(reply.response()["result"]["content"].is_array());
+}
+
+#[tokio::test]
 async fn readiness_is_reported_while_serving() {
     let app = fixture().await;
     let ready = format!("{}/readyz", app.base_url());
