@@ -101,7 +101,9 @@ impl Error {
             }
             Self::Timeout { .. } => Delivery::ToolError(tool_error(&self.to_string())),
             Self::InvalidOutput { tool, problems } => {
-                tracing::error!(tool = %tool, ?problems, "tool output does not match its outputSchema");
+                // The problems quote the output itself, which may hold user
+                // data: only their number goes to the log.
+                tracing::error!(tool = %tool, problems = problems.len(), "tool output does not match its outputSchema");
                 Delivery::ToolError(tool_error(&format!("Tool {tool} produced invalid output")))
             }
             Self::Plugin { plugin, source } => match source {
