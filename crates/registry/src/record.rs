@@ -1,0 +1,123 @@
+//! Plugin records and their validation.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Error, Result};
+
+/// The kinds of plugin the platform knows how to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginKind {
+    /// Compiled into the binary.
+    Builtin,
+    /// A sandboxed WebAssembly module.
+    Wasm,
+    /// A remote MCP server whose tools are republished.
+    Upstream,
+}
+
+impl PluginKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Builtin => "builtin",
+            Self::Wasm => "wasm",
+            Self::Upstream => "upstream",
+        }
+    }
+
+    /// Parses a stored or submitted name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "builtin" => Self::Builtin,
+            "wasm" => Self::Wasm,
+            "upstream" => Self::Upstream,
+            _ => return None,
+        })
+    }
+}
+
+/// A plugin to register.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewPlugin {
+    /// Prefix of the plugin's tools (`{namespace}_{tool}`), unique.
+    pub namespace: String,
+    /// The kind.
+    pub kind: PluginKind,
+    /// The kind's spec, a JSON object.
+    pub spec: Value,
+    /// Whether replicas serve it.
+    pub enabled: bool,
+}
+
+impl NewPlugin {
+    pub(crate) fn validate(&self) -> Result<()> {
+        parse_namespace(&self.namespace)?;
+        validate_spec(&self.spec)
+    }
+}
+
+/// A stored plugin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginRecord {
+    /// Opaque, high-entropy id.
+    pub id: String,
+    /// Prefix of the plugin's tools.
+    pub namespace: String,
+    /// The kind.
+    pub kind: PluginKind,
+    /// The kind's spec.
+    pub spec: Value,
+    /// Whether replicas serve it.
+    pub enabled: bool,
+    /// Grows on every change; a change must name the version it was based on.
+    pub version: i64,
+    /// Creation time, Unix milliseconds.
+    pub created_at_ms: i64,
+    /// Last change, Unix milliseconds.
+    pub updated_at_ms: i64,
+    /// Who made the last change.
+    pub updated_by: String,
+}
+
+/// Checks a namespace: 1–32 of `[a-z0-9]` and `_`, starting with a letter, so
+/// that `{namespace}_{tool}` stays a valid tool name.
+///
+/// # Errors
+/// `Invalid { field: "namespace" }` naming the rule.
+pub fn parse_namespace(namespace: &str) -> Result<&str> {
+    let valid = (1..=32).contains(&namespace.len())
+        && namespace.starts_with(|c: char| c.is_ascii_lowercase())
+        && namespace.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if valid {
+        Ok(namespace)
+    } else {
+        Err(Error::Invalid {
+            field: "namespace",
+            reason: format!("{namespace:?} must be 1-32 characters of a-z, 0-9 and _, starting with a letter"),
+        })
+    }
+}
+
+pub(crate) fn validate_spec(spec: &Value) -> Result<()> {
+    if spec.is_object() {
+        Ok(())
+    } else {
+        Err(Error::Invalid { field: "spec", reason: "must be a JSON object".into() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces() {
+        assert!(parse_namespace("units").is_ok());
+        assert!(parse_namespace("a1_b").is_ok());
+        for bad in ["", "1abc", "Upper", "has-dash", &"x".repeat(33)] {
+            assert!(parse_namespace(bad).is_err(), "{bad}");
+        }
+    }
+}
