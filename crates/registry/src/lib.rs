@@ -23,8 +23,8 @@ use sqlx::{AnyPool, Row};
 
 pub use record::{NewPlugin, PluginKind, PluginRecord, parse_namespace};
 
-/// How to reach the database.
-#[derive(Debug, Clone)]
+/// How to reach the database. `Debug` hides a password in the URL.
+#[derive(Clone)]
 pub struct Config {
     /// `sqlite://PATH` (the file is created on first run) or
     /// `postgres://…`. Default `sqlite://switchyard.db`.
@@ -33,6 +33,26 @@ pub struct Config {
     pub max_connections: u32,
     /// How long to wait for a connection before failing a call. Default 5 s.
     pub acquire_timeout: Duration,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("url", &redact_password(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .finish()
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let Some((userinfo, host)) = rest.split_once('@') else { return url.to_owned() };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
 }
 
 impl Default for Config {
@@ -367,4 +387,17 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_password() {
+        let config = Config { url: "postgres://app:hunter2@db:5432/switchyard".into(), ..Config::default() };
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("hunter2") && debug.contains("app:***@db"), "{debug}");
+        assert_eq!(redact_password("sqlite://switchyard.db"), "sqlite://switchyard.db");
+    }
 }

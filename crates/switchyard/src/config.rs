@@ -33,6 +33,9 @@ pub struct RawConfig {
     pub fixture: Option<String>,
     /// Log filter in `tracing` syntax. Default `info`.
     pub log: Option<String>,
+    /// The registry database: `sqlite://PATH` or `postgres://…`. Default
+    /// `sqlite://switchyard.db` (created on first run).
+    pub database_url: Option<String>,
     /// MCP server settings.
     #[serde(default)]
     pub server: RawServer,
@@ -140,6 +143,8 @@ pub struct Config {
     pub plugins: Vec<String>,
     /// Log filter.
     pub log: String,
+    /// The registry database.
+    pub registry: switchyard_registry::Config,
     /// The data layer's settings.
     pub core: switchyard_core::Config,
     /// List caching policy.
@@ -218,6 +223,10 @@ impl TryFrom<RawConfig> for Config {
         let state_lifetime = duration("state.lifetime", raw.state.lifetime, Duration::from_secs(600));
         let shutdown_grace = duration("shutdown.grace", raw.shutdown.grace, Duration::from_secs(30));
 
+        let known_scheme = |url: &str| ["sqlite:", "postgres:", "postgresql:"].iter().any(|s| url.starts_with(s));
+        if raw.database_url.as_deref().is_some_and(|url| !known_scheme(url)) {
+            problems.push("database_url: must start with sqlite: or postgres:".to_owned());
+        }
         let bind_text = raw.bind.unwrap_or_else(|| "127.0.0.1:8080".into());
         let bind = bind_text.parse().unwrap_or_else(|_| {
             problems.push(format!("bind: {bind_text:?} is not an address like 127.0.0.1:8080"));
@@ -279,6 +288,10 @@ impl TryFrom<RawConfig> for Config {
             bind,
             plugins,
             log: raw.log.unwrap_or_else(|| "info".into()),
+            registry: switchyard_registry::Config {
+                url: raw.database_url.unwrap_or_else(|| switchyard_registry::Config::default().url),
+                ..switchyard_registry::Config::default()
+            },
             core: switchyard_core::Config {
                 server_name: raw.server.name.unwrap_or_else(|| "switchyard".into()),
                 server_version: env!("CARGO_PKG_VERSION").into(),
@@ -394,11 +407,12 @@ mod tests {
                 ("SWITCHYARD_BIND", "nowhere"),
                 ("SWITCHYARD_SERVER__CALL_TIMEOUT", "soon"),
                 ("SWITCHYARD_PLUGINS", "nope"),
+                ("SWITCHYARD_DATABASE_URL", "mysql://db/x"),
             ]),
         )
         .unwrap();
         let Invalid(problems) = Config::try_from(raw).unwrap_err();
-        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert_eq!(problems.len(), 4, "{problems:?}");
         assert!(RawConfig::load(None, env(&[("SWITCHYARD_NO_SUCH_KEY", "1")])).is_err());
     }
 

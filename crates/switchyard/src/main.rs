@@ -31,6 +31,12 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Apply the registry's database migrations and exit (for a Kubernetes Job).
+    Migrate {
+        /// A TOML configuration file; SWITCHYARD_* variables override it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Validate the configuration and exit.
     CheckConfig {
         /// A TOML configuration file; SWITCHYARD_* variables override it.
@@ -78,6 +84,24 @@ async fn main() -> ExitCode {
                 Err(code) => code,
             };
         }
+        Command::Migrate { config } => {
+            let config = match load(config.as_ref(), None) {
+                Ok(config) => config,
+                Err(code) => return code,
+            };
+            init_logs(&config.log);
+            return match switchyard_registry::Registry::connect(&config.registry).await {
+                Ok(registry) => {
+                    let version = registry.catalog_version().await.unwrap_or_default();
+                    println!("migrations applied; catalog version {version}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("switchyard: {}", error_chain(&error));
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Command::Serve { bind, config } => (load(config.as_ref(), bind), false),
         Command::Stdio { config } => (load(config.as_ref(), None), true),
     };
@@ -93,6 +117,18 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes, one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {

@@ -61,6 +61,27 @@ fn a_config_file_is_read_and_the_environment_wins() {
 }
 
 #[test]
+fn migrate_creates_the_sqlite_registry_and_is_idempotent() {
+    let dir = std::env::temp_dir().join(format!("switchyard-migrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("registry.db").display());
+    for _ in 0..2 {
+        let output = switchyard().arg("migrate").env("SWITCHYARD_DATABASE_URL", &url).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "migrations applied; catalog version 0");
+    }
+    assert!(dir.join("registry.db").exists());
+    let unreachable = switchyard()
+        .arg("migrate")
+        .env("SWITCHYARD_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .output()
+        .unwrap();
+    assert_eq!(unreachable.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unreachable.stderr).contains("registry database error"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn stdio_finishes_requests_in_flight_at_the_end_of_input() {
     let mut child = switchyard()
         .arg("stdio")
