@@ -73,8 +73,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub enum Delivery {
     /// A JSON-RPC error response.
     Rpc(ErrorObject),
-    /// A `CallToolResult` with `isError: true` (no `resultType` yet).
-    ToolError(Value),
+    /// A failure the model should read: a `CallToolResult` with `isError:
+    /// true` for `tools/call` (see [`Delivery::tool_result`]); for the other
+    /// methods, which have no in-band failure, an internal error with this message.
+    ToolError(String),
 }
 
 impl Error {
@@ -97,17 +99,17 @@ impl Error {
                 Delivery::Rpc(ErrorObject::invalid_params(format!("Invalid requestState: {why}")))
             }
             Self::InvalidArguments { tool, problems } => {
-                Delivery::ToolError(tool_error(&format!("Invalid arguments for tool {tool}: {}", problems.join("; "))))
+                Delivery::ToolError(format!("Invalid arguments for tool {tool}: {}", problems.join("; ")))
             }
-            Self::Timeout { .. } => Delivery::ToolError(tool_error(&self.to_string())),
+            Self::Timeout { .. } => Delivery::ToolError(self.to_string()),
             Self::InvalidOutput { tool, problems } => {
                 // The problems quote the output itself, which may hold user
                 // data: only their number goes to the log.
                 tracing::error!(tool = %tool, problems = problems.len(), "tool output does not match its outputSchema");
-                Delivery::ToolError(tool_error(&format!("Tool {tool} produced invalid output")))
+                Delivery::ToolError(format!("Tool {tool} produced invalid output"))
             }
             Self::Plugin { plugin, source } => match source {
-                PluginError::Tool(message) => Delivery::ToolError(tool_error(message)),
+                PluginError::Tool(message) => Delivery::ToolError(message.clone()),
                 PluginError::InvalidParams(message) => Delivery::Rpc(ErrorObject::invalid_params(message.clone())),
                 PluginError::ResourceNotFound { uri } => Self::ResourceNotFound(uri.clone()).delivery(),
                 PluginError::MissingCapability(capability) => {
@@ -128,7 +130,9 @@ impl From<ErrorObject> for Error {
     }
 }
 
-/// A `CallToolResult` reporting a failure to the model.
-pub fn tool_error(message: &str) -> Value {
-    json!({ "content": [{ "type": "text", "text": message }], "isError": true })
+impl Delivery {
+    /// The `CallToolResult` reporting a failure to the model.
+    pub fn tool_result(message: &str) -> Value {
+        json!({ "content": [{ "type": "text", "text": message }], "isError": true })
+    }
 }

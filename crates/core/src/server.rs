@@ -188,13 +188,12 @@ impl Server {
             Ok(Dispatched::Result(result)) => Execution::Result(self.finish(result, era)),
             Err(error) => match error.delivery() {
                 Delivery::Rpc(error) => Execution::Error(error),
-                Delivery::ToolError(result) if method == Method::CallTool => {
-                    Execution::Result(self.finish(result, era))
+                Delivery::ToolError(message) if method == Method::CallTool => {
+                    Execution::Result(self.finish(Delivery::tool_result(&message), era))
                 }
-                Delivery::ToolError(result) => {
-                    // Only tools report failures in-band; elsewhere it is an internal error.
-                    let text = result["content"][0]["text"].as_str().unwrap_or("Internal error").to_owned();
-                    Execution::Error(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, text))
+                // Only tools report failures in-band; elsewhere it is an internal error.
+                Delivery::ToolError(message) => {
+                    Execution::Error(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, message))
                 }
             },
         }
