@@ -141,6 +141,22 @@ fn sse_event(message: &[u8]) -> Bytes {
     Bytes::from(event)
 }
 
+/// One JSON-RPC message as an SSE event.
+fn sse_message(message: &Value) -> Bytes {
+    sse_event(&serde_json::to_vec(message).unwrap_or_default())
+}
+
+/// The end of a request's stream: whatever notifications are still queued,
+/// then its final answer.
+fn closing_events(outbox: &mut mpsc::Receiver<Value>, id: &RequestId, execution: Execution) -> VecDeque<Bytes> {
+    let mut events = VecDeque::new();
+    while let Ok(message) = outbox.try_recv() {
+        events.push_back(sse_message(&message));
+    }
+    events.push_back(sse_event(&final_message(id, execution)));
+    events
+}
+
 fn sse_response(stream: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static) -> Response {
     let mut response = with_type(StatusCode::OK, EVENT_STREAM, Body::from_stream(stream));
     let headers = response.headers_mut();
@@ -178,20 +194,15 @@ pub(crate) async fn run(
     let first = tokio::select! {
         biased;
         execution = &mut running => {
-            // Notifications sent just before the end still go out, before the result.
-            let mut pending = VecDeque::new();
-            while let Ok(message) = outbox.try_recv() {
-                pending.push_back(message);
-            }
-            if pending.is_empty() {
+            if outbox.is_empty() {
                 return match execution {
                     Execution::Result(result) => json_result(&id, &result, cacheable, request_headers),
                     Execution::Error(e) => error(Some(&id), &e),
                     Execution::Listen(stream) => listen(id, stream, keep_alive),
                 };
             }
-            let mut events: VecDeque<Bytes> = pending.iter().map(|m| sse_event(&serde_json::to_vec(m).unwrap_or_default())).collect();
-            events.push_back(sse_event(&final_message(&id, execution)));
+            // Notifications sent just before the end still go out, before the result.
+            let events = closing_events(&mut outbox, &id, execution);
             return sse_response(futures::stream::iter(events.into_iter().map(Ok)));
         }
         Some(message) = outbox.recv() => message,
@@ -200,22 +211,17 @@ pub(crate) async fn run(
         Running { running: Running, outbox: mpsc::Receiver<Value>, id: RequestId },
         Flushing(VecDeque<Bytes>),
     }
-    let head = sse_event(&serde_json::to_vec(&first).unwrap_or_default());
+    let head = sse_message(&first);
     let rest = futures::stream::unfold(State::Running { running, outbox, id }, |state| async move {
         match state {
             State::Running { mut running, mut outbox, id } => {
                 tokio::select! {
                     biased;
                     Some(message) = outbox.recv() => {
-                        let event = sse_event(&serde_json::to_vec(&message).unwrap_or_default());
-                        Some((Ok(event), State::Running { running, outbox, id }))
+                        Some((Ok(sse_message(&message)), State::Running { running, outbox, id }))
                     }
                     execution = &mut running => {
-                        let mut events = VecDeque::new();
-                        while let Ok(message) = outbox.try_recv() {
-                            events.push_back(sse_event(&serde_json::to_vec(&message).unwrap_or_default()));
-                        }
-                        events.push_back(sse_event(&final_message(&id, execution)));
+                        let mut events = closing_events(&mut outbox, &id, execution);
                         let first = events.pop_front()?;
                         Some((Ok(first), State::Flushing(events)))
                     }
@@ -241,8 +247,7 @@ pub(crate) fn listen(id: RequestId, stream: ListenStream, keep_alive: Duration) 
             biased;
             frame = stream.next() => match frame {
                 Some(ListenFrame::Notification(message)) => {
-                    let event = sse_event(&serde_json::to_vec(&message).unwrap_or_default());
-                    Some((Ok(event), Some((stream, ticker, id, false))))
+                    Some((Ok(sse_message(&message)), Some((stream, ticker, id, false))))
                 }
                 Some(ListenFrame::Final(result)) => Some((Ok(sse_event(&jsonrpc::success(&id, &result))), None)),
                 None => None,
