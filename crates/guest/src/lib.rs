@@ -1,0 +1,287 @@
+//! Guest SDK for Switchyard WASM plugins.
+//!
+//! A plugin is a WebAssembly module built from Rust for `wasm32-wasip1`. The
+//! author describes each tool and writes it as a plain function from its JSON
+//! arguments to a result; [`export_plugin!`] generates the exports the host
+//! calls. The host runs every call in a fresh instance, with a fuel or time
+//! budget and a memory cap, and with no filesystem, network, environment or
+//! clock beyond what the plugin's spec grants.
+//!
+//! ```ignore
+//! use switchyard_guest::{Plugin, Tool, ToolResult, json, Value};
+//!
+//! fn plugin() -> Plugin {
+//!     Plugin::new().tool(
+//!         Tool::new("shout", "Upper-cases a text.")
+//!             .input_schema(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})),
+//!         shout,
+//!     )
+//! }
+//!
+//! fn shout(args: Value) -> Result<ToolResult, String> {
+//!     let text = args["text"].as_str().ok_or("text must be a string")?;
+//!     Ok(ToolResult::text(text.to_uppercase()))
+//! }
+//!
+//! switchyard_guest::export_plugin!(plugin);
+//! ```
+//!
+//! Build with `cargo build --release --target wasm32-wasip1` and a crate type
+//! of `cdylib`; the module is `target/wasm32-wasip1/release/NAME.wasm`.
+//!
+//! # The interface (ABI version 1)
+//!
+//! The host and guest exchange UTF-8 JSON through the guest's linear memory.
+//! A "packed" value is `(ptr << 32) | len` in a `u64`. The module exports:
+//!
+//! | export | signature | meaning |
+//! |---|---|---|
+//! | `memory` | memory | the linear memory |
+//! | `switchyard_abi_version` | `() -> i32` | `1` |
+//! | `switchyard_alloc` | `(len: i32) -> i32` | a buffer of `len` bytes for the host to write input into |
+//! | `switchyard_describe` | `() -> i64` | packed `{"tools": [Tool, …]}` (MCP `Tool` objects, names without the namespace) |
+//! | `switchyard_call` | `(ptr: i32, len: i32) -> i64` | input `{"name": …, "arguments": {…}}`, output packed `CallToolResult` |
+//!
+//! A reactor's `_initialize`, when present, is called first. The host never
+//! frees guest memory: an instance lives for one call. A trap (a panic, say),
+//! running out of fuel or time, or exceeding the memory cap ends the call
+//! with an `isError` result; the server is unaffected.
+
+pub use serde_json::{Map, Value, json};
+
+/// The interface version this SDK speaks.
+pub const ABI_VERSION: i32 = 1;
+
+/// A tool's description, as MCP `tools/list` shows it (before the host adds
+/// the plugin's namespace to the name).
+#[derive(Debug, Clone)]
+pub struct Tool {
+    definition: Map<String, Value>,
+}
+
+impl Tool {
+    /// A tool taking an object with any properties; refine it with [`Tool::input_schema`].
+    pub fn new(name: &str, description: &str) -> Self {
+        let mut definition = Map::new();
+        definition.insert("name".into(), json!(name));
+        definition.insert("description".into(), json!(description));
+        definition.insert("inputSchema".into(), json!({"type": "object"}));
+        Self { definition }
+    }
+
+    /// The JSON Schema (2020-12) of the arguments; its root must be `"type": "object"`.
+    #[must_use]
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.definition.insert("inputSchema".into(), schema);
+        self
+    }
+
+    /// The JSON Schema of `structuredContent`; the host checks results against it.
+    #[must_use]
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.definition.insert("outputSchema".into(), schema);
+        self
+    }
+
+    /// A display title.
+    #[must_use]
+    pub fn title(mut self, title: &str) -> Self {
+        self.definition.insert("title".into(), json!(title));
+        self
+    }
+
+    /// MCP tool annotations (`readOnlyHint`, `idempotentHint`, …).
+    #[must_use]
+    pub fn annotations(mut self, annotations: Value) -> Self {
+        self.definition.insert("annotations".into(), annotations);
+        self
+    }
+
+    fn name(&self) -> &str {
+        self.definition.get("name").and_then(Value::as_str).unwrap_or_default()
+    }
+}
+
+/// What a tool returns: an MCP `CallToolResult`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    result: Map<String, Value>,
+}
+
+impl ToolResult {
+    /// A text result.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::from_content(vec![json!({"type": "text", "text": text.into()})])
+    }
+
+    /// A structured result: `structuredContent` is `value`, and the content
+    /// carries the same value as JSON text for clients that read only text.
+    pub fn structured(value: Value) -> Self {
+        let mut result = Self::text(value.to_string());
+        result.result.insert("structuredContent".into(), value);
+        result
+    }
+
+    /// A tool-level failure the model should see (`isError: true`).
+    pub fn error(message: impl Into<String>) -> Self {
+        let mut result = Self::text(message);
+        result.result.insert("isError".into(), json!(true));
+        result
+    }
+
+    /// A result with these content blocks (MCP `ContentBlock` objects).
+    pub fn from_content(content: Vec<Value>) -> Self {
+        let mut result = Map::new();
+        result.insert("content".into(), Value::Array(content));
+        Self { result }
+    }
+
+    /// The `CallToolResult` object.
+    pub fn into_value(self) -> Value {
+        Value::Object(self.result)
+    }
+}
+
+/// A tool's implementation: arguments in, a result or an error message out.
+/// An `Err` becomes an `isError` result with that message.
+pub type Handler = fn(Value) -> Result<ToolResult, String>;
+
+/// The tools of one module.
+#[derive(Default)]
+pub struct Plugin {
+    tools: Vec<(Tool, Handler)>,
+}
+
+impl Plugin {
+    /// A plugin with no tools yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool.
+    #[must_use]
+    pub fn tool(mut self, tool: Tool, handler: Handler) -> Self {
+        self.tools.push((tool, handler));
+        self
+    }
+
+    /// The `{"tools": […]}` document `switchyard_describe` returns.
+    pub fn describe(&self) -> Value {
+        json!({"tools": self.tools.iter().map(|(t, _)| Value::Object(t.definition.clone())).collect::<Vec<_>>()})
+    }
+
+    /// Runs the call described by `input` (`{"name", "arguments"}`), returning a `CallToolResult`.
+    pub fn call(&self, input: &[u8]) -> Value {
+        let input: Value = match serde_json::from_slice(input) {
+            Ok(input) => input,
+            Err(e) => return ToolResult::error(format!("malformed call from the host: {e}")).into_value(),
+        };
+        let name = input.get("name").and_then(Value::as_str).unwrap_or_default();
+        let arguments = input.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        match self.tools.iter().find(|(tool, _)| tool.name() == name) {
+            Some((_, handler)) => handler(arguments).unwrap_or_else(ToolResult::error).into_value(),
+            None => ToolResult::error(format!("unknown tool {name}")).into_value(),
+        }
+    }
+}
+
+/// Generates the module's exports from a function returning the [`Plugin`].
+///
+/// ```ignore
+/// switchyard_guest::export_plugin!(plugin);
+/// ```
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:path) => {
+        #[allow(unsafe_code, reason = "the export names are the interface the host links against")]
+        #[doc = "The guest interface version."]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn switchyard_abi_version() -> i32 {
+            $crate::ABI_VERSION
+        }
+
+        #[allow(unsafe_code, reason = "the export names are the interface the host links against")]
+        #[doc = "A buffer for the host's input."]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn switchyard_alloc(len: i32) -> i32 {
+            $crate::abi::alloc(len)
+        }
+
+        #[allow(unsafe_code, reason = "the export names are the interface the host links against")]
+        #[doc = "The module's tools."]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn switchyard_describe() -> i64 {
+            $crate::abi::output(&$plugin().describe())
+        }
+
+        #[allow(unsafe_code, reason = "the export names are the interface the host links against")]
+        #[doc = "Runs one tool call."]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn switchyard_call(ptr: i32, len: i32) -> i64 {
+            let input = $crate::abi::input(ptr, len);
+            $crate::abi::output(&$plugin().call(&input))
+        }
+    };
+}
+
+/// The memory glue behind [`export_plugin!`]; not for direct use.
+#[doc(hidden)]
+pub mod abi {
+    use serde_json::Value;
+
+    /// A buffer the host writes `len` bytes of input into. Leaked on purpose:
+    /// [`input`] takes it back.
+    pub fn alloc(len: i32) -> i32 {
+        let len = usize::try_from(len).unwrap_or(0);
+        let mut buffer = Vec::<u8>::with_capacity(len);
+        let ptr = buffer.as_mut_ptr();
+        std::mem::forget(buffer);
+        ptr as usize as i32
+    }
+
+    /// Takes back the buffer [`alloc`] gave out, now holding `len` bytes of input.
+    pub fn input(ptr: i32, len: i32) -> Vec<u8> {
+        let len = usize::try_from(len).unwrap_or(0);
+        if len == 0 {
+            return Vec::new();
+        }
+        #[allow(unsafe_code, reason = "the host wrote exactly `len` bytes into the buffer `alloc(len)` returned")]
+        // SAFETY: `ptr` came from `alloc(len)` with capacity `len`, and the host
+        // initialised all `len` bytes before calling in.
+        unsafe {
+            Vec::from_raw_parts(ptr as usize as *mut u8, len, len)
+        }
+    }
+
+    /// Serialises `value` and leaks it for the host to read; the instance
+    /// ends after the call, so nothing needs freeing.
+    pub fn output(value: &Value) -> i64 {
+        let bytes = serde_json::to_vec(value).unwrap_or_default().into_boxed_slice();
+        let len = bytes.len() as u64;
+        let ptr = Box::into_raw(bytes) as *mut u8 as usize as u64;
+        ((ptr << 32) | (len & 0xffff_ffff)) as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn double(args: Value) -> Result<ToolResult, String> {
+        let n = args["n"].as_f64().ok_or("n must be a number")?;
+        Ok(ToolResult::structured(json!({"value": n * 2.0})))
+    }
+
+    #[test]
+    fn dispatches_by_name_and_turns_errors_into_is_error() {
+        let plugin = Plugin::new().tool(Tool::new("double", "Doubles n."), double);
+        assert_eq!(plugin.describe()["tools"][0]["name"], "double");
+        let ok = plugin.call(br#"{"name":"double","arguments":{"n":2}}"#);
+        assert_eq!(ok["structuredContent"]["value"], 4.0);
+        let bad = plugin.call(br#"{"name":"double","arguments":{}}"#);
+        assert_eq!(bad["isError"], true);
+        assert_eq!(bad["content"][0]["text"], "n must be a number");
+        assert_eq!(plugin.call(br#"{"name":"nope"}"#)["isError"], true);
+        assert_eq!(plugin.call(b"not json")["isError"], true);
+    }
+}

@@ -1,0 +1,375 @@
+//! The engine, the module cache, the epoch ticker, and running one call in a
+//! fresh, limited instance.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, ResourceLimiter,
+    Store, Trap, UpdateDeadline,
+};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+use crate::spec::{Grants, Limits};
+
+/// How often the epoch ticks: the granularity of deadlines and cancellation.
+const TICK: Duration = Duration::from_millis(10);
+/// How much of a failing module's stderr is kept to explain the failure.
+const STDERR_CAPACITY: usize = 4096;
+/// The largest JSON document a module may hand back.
+const MAX_OUTPUT: usize = 8 << 20;
+
+/// Process-wide settings of the WASM runtime.
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeConfig {
+    /// Most instances alive at once (calls beyond it wait). Default 64.
+    pub max_instances: u32,
+    /// The cap on any plugin's memory, in bytes. Default 256 MiB.
+    pub max_memory_bytes: usize,
+    /// Preallocate instance slots (fast instantiation, more virtual memory
+    /// reserved up front). Default true.
+    pub pooling: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self { max_instances: 64, max_memory_bytes: 256 << 20, pooling: true }
+    }
+}
+
+/// Why a module could not be loaded as a plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are not the artifact the spec names.
+    #[error("artifact digest mismatch: expected {expected}, got {actual}")]
+    DigestMismatch {
+        /// The digest in the spec.
+        expected: String,
+        /// The digest of the bytes.
+        actual: String,
+    },
+    /// Not a valid module, or it imports something the host does not offer.
+    #[error("invalid module: {0}")]
+    Invalid(String),
+    /// The module does not speak the guest interface.
+    #[error("module does not implement the Switchyard guest interface: {0}")]
+    Interface(String),
+    /// Describing the module's tools failed.
+    #[error("describing the module's tools failed: {0}")]
+    Describe(String),
+}
+
+/// What the host keeps per instance.
+pub(crate) struct HostState {
+    wasi: WasiP1Ctx,
+    limiter: MemoryCap,
+}
+
+/// Refuses memory and table growth past the plugin's caps, and remembers
+/// that it did, so the failure can be named.
+struct MemoryCap {
+    memory_bytes: usize,
+    exceeded: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            self.exceeded = true;
+            return Err(wasmtime::Error::msg("memory cap exceeded"));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// One process's WASM runtime. Cheap to share (`Arc`).
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<HostState>,
+    modules: Mutex<HashMap<String, Module>>,
+    instances: Arc<Semaphore>,
+    config: RuntimeConfig,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Which export a run calls.
+pub(crate) enum Entry<'a> {
+    Describe,
+    Call(&'a [u8]),
+}
+
+/// How a run failed; every variant becomes an `isError` result or a load error.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RunError {
+    #[error("ran out of fuel (its limit is {0})")]
+    OutOfFuel(u64),
+    #[error("did not finish within its deadline")]
+    Timeout,
+    #[error("was cancelled")]
+    Cancelled,
+    #[error("exceeded its memory cap of {} MiB", .0 >> 20)]
+    Memory(usize),
+    #[error("trapped: {0}")]
+    Trap(String),
+    #[error("exited with status {0}")]
+    Exit(i32),
+    #[error("broke the guest interface: {0}")]
+    Interface(String),
+}
+
+impl Runtime {
+    /// Builds the engine (falling back from pooling to on-demand allocation
+    /// when the pool cannot be reserved) and starts the epoch ticker.
+    ///
+    /// # Errors
+    /// When no engine can be built, or WASI cannot be linked.
+    pub fn new(config: RuntimeConfig) -> Result<Arc<Self>, LoadError> {
+        let engine = match Self::engine(config, config.pooling) {
+            Ok(engine) => engine,
+            Err(error) if config.pooling => {
+                tracing::warn!(%error, "pooling allocator unavailable; allocating WASM instances on demand");
+                Self::engine(config, false).map_err(|e| LoadError::Invalid(e.to_string()))?
+            }
+            Err(error) => return Err(LoadError::Invalid(error.to_string())),
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |state: &mut HostState| &mut state.wasi)
+            .map_err(|e| LoadError::Invalid(e.to_string()))?;
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let (weak, stop) = (engine.weak(), Arc::clone(&ticker_stop));
+        // A plain thread: the ticker must keep time even when every async
+        // worker is busy, and it costs one wake-up per tick.
+        std::thread::Builder::new()
+            .name("wasm-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(TICK);
+                    match weak.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .map_err(|e| LoadError::Invalid(format!("cannot start the epoch ticker: {e}")))?;
+        Ok(Arc::new(Self {
+            engine,
+            linker,
+            modules: Mutex::new(HashMap::new()),
+            instances: Arc::new(Semaphore::new(config.max_instances as usize)),
+            config,
+            ticker_stop,
+        }))
+    }
+
+    fn engine(config: RuntimeConfig, pooling: bool) -> wasmtime::Result<Engine> {
+        let mut wasm = Config::new();
+        wasm.consume_fuel(true).epoch_interruption(true);
+        if pooling {
+            let mut pool = PoolingAllocationConfig::new();
+            pool.total_core_instances(config.max_instances)
+                .total_memories(config.max_instances)
+                .total_tables(config.max_instances)
+                .max_memory_size(config.max_memory_bytes);
+            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        Engine::new(&wasm)
+    }
+
+    /// The runtime's settings.
+    pub fn config(&self) -> RuntimeConfig {
+        self.config
+    }
+
+    /// The compiled module for `digest`, if this process compiled it already.
+    pub fn cached_module(&self, digest: &str) -> Option<Module> {
+        self.modules.lock().unwrap_or_else(|p| p.into_inner()).get(digest).cloned()
+    }
+
+    /// Checks `bytes` against `digest` and compiles them (off the async
+    /// threads), once per digest per process.
+    ///
+    /// # Errors
+    /// A digest mismatch or an invalid module.
+    pub async fn compile(&self, digest: &str, bytes: Vec<u8>) -> Result<Module, LoadError> {
+        if let Some(module) = self.cached_module(digest) {
+            return Ok(module);
+        }
+        let actual: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        if actual != digest {
+            return Err(LoadError::DigestMismatch { expected: digest.to_owned(), actual });
+        }
+        let engine = self.engine.clone();
+        let module = tokio::task::spawn_blocking(move || Module::new(&engine, &bytes))
+            .await
+            .map_err(|e| LoadError::Invalid(format!("compilation panicked: {e}")))?
+            .map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
+        self.modules.lock().unwrap_or_else(|p| p.into_inner()).insert(digest.to_owned(), module.clone());
+        Ok(module)
+    }
+
+    /// Links `module` against the host (WASI preview 1 only) and checks the
+    /// guest interface's exports.
+    pub(crate) fn prepare(&self, module: &Module) -> Result<InstancePre<HostState>, LoadError> {
+        for export in ["memory", "switchyard_abi_version", "switchyard_alloc", "switchyard_describe", "switchyard_call"]
+        {
+            if module.get_export(export).is_none() {
+                return Err(LoadError::Interface(format!("missing export {export}")));
+            }
+        }
+        self.linker.instantiate_pre(module).map_err(|e| LoadError::Invalid(format!("{e:#}")))
+    }
+
+    /// Waits for an instance slot, then runs `entry` on a blocking thread.
+    pub(crate) async fn run(
+        self: &Arc<Self>,
+        pre: &InstancePre<HostState>,
+        limits: Limits,
+        grants: &Grants,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        entry: Entry<'_>,
+    ) -> Result<Vec<u8>, RunError> {
+        let permit = tokio::select! {
+            permit = Arc::clone(&self.instances).acquire_owned() => permit.map_err(|_| RunError::Cancelled)?,
+            () = tokio::time::sleep_until(deadline.into()) => return Err(RunError::Timeout),
+            () = cancel.cancelled() => return Err(RunError::Cancelled),
+        };
+        let (this, pre, grants, cancel) = (Arc::clone(self), pre.clone(), grants.clone(), cancel.clone());
+        let input = match entry {
+            Entry::Describe => None,
+            Entry::Call(bytes) => Some(bytes.to_vec()),
+        };
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            this.run_blocking(&pre, limits, &grants, deadline, &cancel, input.as_deref())
+        })
+        .await
+        .unwrap_or_else(|e| Err(RunError::Trap(format!("host thread failed: {e}"))))
+    }
+
+    fn run_blocking(
+        &self,
+        pre: &InstancePre<HostState>,
+        limits: Limits,
+        grants: &Grants,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        input: Option<&[u8]>,
+    ) -> Result<Vec<u8>, RunError> {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stderr(stderr.clone());
+        for dir in &grants.dirs {
+            let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+            wasi.preopened_dir(&dir.host, &dir.guest, perms)
+                .map_err(|e| RunError::Interface(format!("cannot open granted directory {}: {e}", dir.guest)))?;
+        }
+        for (key, value) in &grants.env {
+            wasi.env(key, value);
+        }
+        let state = HostState {
+            wasi: wasi.build_p1(),
+            limiter: MemoryCap { memory_bytes: limits.memory_bytes, exceeded: false },
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store.set_fuel(limits.fuel).map_err(|e| RunError::Interface(e.to_string()))?;
+        let deadline = deadline.min(Instant::now() + limits.timeout);
+        let watch = cancel.clone();
+        // Checked every tick: this is what stops an endless loop.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if watch.is_cancelled() || Instant::now() >= deadline {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Continue(1)
+            })
+        });
+        let result = Self::enter(pre, &mut store, input);
+        result.map_err(|error| {
+            let limiter = &store.data().limiter;
+            if limiter.exceeded {
+                return RunError::Memory(limiter.memory_bytes);
+            }
+            if let Some(exit) = error.downcast_ref::<I32Exit>() {
+                return RunError::Exit(exit.0);
+            }
+            match error.downcast_ref::<Trap>() {
+                Some(Trap::OutOfFuel) => RunError::OutOfFuel(limits.fuel),
+                Some(Trap::Interrupt) if cancel.is_cancelled() => RunError::Cancelled,
+                Some(Trap::Interrupt) => RunError::Timeout,
+                Some(trap) => {
+                    let said = String::from_utf8_lossy(&stderr.contents()).trim().to_owned();
+                    let last = said.lines().last().unwrap_or_default().chars().take(300).collect::<String>();
+                    if last.is_empty() {
+                        RunError::Trap(trap.to_string())
+                    } else {
+                        RunError::Trap(format!("{trap} ({last})"))
+                    }
+                }
+                None => RunError::Interface(format!("{error:#}")),
+            }
+        })
+    }
+
+    fn enter(
+        pre: &InstancePre<HostState>,
+        store: &mut Store<HostState>,
+        input: Option<&[u8]>,
+    ) -> wasmtime::Result<Vec<u8>> {
+        let instance = pre.instantiate(&mut *store)?;
+        if let Ok(initialize) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
+            initialize.call(&mut *store, ())?;
+        }
+        let version =
+            instance.get_typed_func::<(), i32>(&mut *store, "switchyard_abi_version")?.call(&mut *store, ())?;
+        if version != 1 {
+            wasmtime::bail!("ABI version {version}; this host speaks 1");
+        }
+        let memory =
+            instance.get_memory(&mut *store, "memory").ok_or_else(|| wasmtime::Error::msg("no exported memory"))?;
+        let packed = match input {
+            None => instance.get_typed_func::<(), i64>(&mut *store, "switchyard_describe")?.call(&mut *store, ())?,
+            Some(input) => {
+                let len = i32::try_from(input.len()).map_err(|_| wasmtime::Error::msg("input too large"))?;
+                let ptr =
+                    instance.get_typed_func::<i32, i32>(&mut *store, "switchyard_alloc")?.call(&mut *store, len)?;
+                memory.write(&mut *store, ptr as u32 as usize, input)?;
+                instance
+                    .get_typed_func::<(i32, i32), i64>(&mut *store, "switchyard_call")?
+                    .call(&mut *store, (ptr, len))?
+            }
+        };
+        let packed = packed as u64;
+        let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+        if len > MAX_OUTPUT {
+            wasmtime::bail!("output of {len} bytes is above the {MAX_OUTPUT}-byte limit");
+        }
+        let mut output = vec![0; len];
+        memory.read(&*store, ptr, &mut output)?;
+        Ok(output)
+    }
+}

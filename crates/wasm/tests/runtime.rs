@@ -1,0 +1,146 @@
+//! The WASM host against hand-written modules: the guest interface, and every
+//! way a hostile module can misbehave (endless loop, memory bomb, fuel burn,
+//! trap, exit), each ending as an `isError` result while the runtime goes on.
+
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use switchyard_core::{CallContext, Outcome, Plugin, PluginError};
+use switchyard_wasm::{LoadError, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
+
+const DESCRIBE: &str = r#"{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}"#;
+const RESULT: &str = r#"{"content":[{"type":"text","text":"ok"}]}"#;
+
+/// A module speaking ABI 1 whose `switchyard_call` body is `call_body`.
+fn module(call_body: &str) -> Vec<u8> {
+    let escape = |s: &str| s.replace('"', "\\\"");
+    format!(
+        r#"(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 1024) "{describe}")
+  (data (i32.const 2048) "{result}")
+  (func (export "switchyard_abi_version") (result i32) i32.const 1)
+  (func (export "switchyard_alloc") (param i32) (result i32) i32.const 8192)
+  (func (export "switchyard_describe") (result i64) i64.const {describe_packed})
+  (func (export "switchyard_call") (param i32 i32) (result i64) {call_body}))"#,
+        describe = escape(DESCRIBE),
+        result = escape(RESULT),
+        describe_packed = (1024u64 << 32) | DESCRIBE.len() as u64,
+    )
+    .into_bytes()
+}
+
+fn ok_body() -> String {
+    format!("i64.const {}", (2048u64 << 32) | RESULT.len() as u64)
+}
+
+fn digest(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn runtime() -> Arc<Runtime> {
+    Runtime::new(RuntimeConfig { max_instances: 4, max_memory_bytes: 64 << 20, pooling: true }).unwrap()
+}
+
+async fn load(runtime: &Arc<Runtime>, bytes: Vec<u8>, limits: Value) -> Result<WasmPlugin, LoadError> {
+    let sha = digest(&bytes);
+    let module = runtime.compile(&sha, bytes).await?;
+    let spec = WasmSpec::parse(&json!({"artifact": sha, "limits": limits}), 64 << 20).unwrap();
+    WasmPlugin::load(runtime, "plg_test", &module, spec).await
+}
+
+async fn call(plugin: &WasmPlugin) -> Result<Outcome, PluginError> {
+    plugin.call_tool("t", Map::new(), CallContext::detached(Instant::now() + Duration::from_secs(30))).await
+}
+
+fn tool_error(result: Result<Outcome, PluginError>) -> String {
+    match result {
+        Err(PluginError::Tool(message)) => message,
+        other => panic!("expected a tool error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn describes_and_calls() {
+    let runtime = runtime();
+    let plugin = load(&runtime, module(&ok_body()), json!({})).await.unwrap();
+    assert_eq!(plugin.tools(), vec![json!({"name": "t", "inputSchema": {"type": "object"}})]);
+    let Outcome::Complete(result) = call(&plugin).await.unwrap() else { panic!("not complete") };
+    assert_eq!(result["content"][0]["text"], "ok");
+}
+
+#[tokio::test]
+async fn an_endless_loop_times_out_and_others_keep_running() {
+    let runtime = runtime();
+    let spinning =
+        load(&runtime, module("(loop $l (br $l)) i64.const 0"), json!({"timeout_ms": 300, "fuel": u64::MAX / 2}))
+            .await
+            .unwrap();
+    let healthy = load(&runtime, module(&ok_body()), json!({})).await.unwrap();
+    let started = Instant::now();
+    let (spun, fine) = tokio::join!(call(&spinning), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let begun = Instant::now();
+        (call(&healthy).await, begun.elapsed())
+    });
+    assert!(tool_error(spun).contains("deadline"));
+    assert!(started.elapsed() < Duration::from_secs(3), "stopped after {:?}", started.elapsed());
+    assert!(fine.0.is_ok());
+    assert!(fine.1 < Duration::from_millis(250), "a healthy call waited {:?} behind a spinning one", fine.1);
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_the_cap() {
+    let runtime = runtime();
+    let bomb = "(loop $l (drop (memory.grow (i32.const 16))) (br $l)) i64.const 0";
+    let plugin = load(&runtime, module(bomb), json!({"memory_mib": 4})).await.unwrap();
+    assert!(tool_error(call(&plugin).await).contains("memory cap of 4 MiB"));
+}
+
+#[tokio::test]
+async fn fuel_runs_out() {
+    let runtime = runtime();
+    let plugin = load(&runtime, module("(loop $l (br $l)) i64.const 0"), json!({"fuel": 100000})).await.unwrap();
+    assert!(tool_error(call(&plugin).await).contains("ran out of fuel"));
+}
+
+#[tokio::test]
+async fn traps_and_exits_are_tool_errors() {
+    let runtime = runtime();
+    let trapping = load(&runtime, module("unreachable"), json!({})).await.unwrap();
+    assert!(tool_error(call(&trapping).await).contains("trapped"));
+    let exiting = load(&runtime, module("(call $exit (i32.const 3)) i64.const 0"), json!({})).await.unwrap();
+    assert!(tool_error(call(&exiting).await).contains("exited with status 3"));
+    // Output pointing outside memory is caught, not read.
+    let wild = load(&runtime, module(&format!("i64.const {}", (70_000u64 << 32) | 10)), json!({})).await.unwrap();
+    assert!(call(&wild).await.is_err());
+    // After all that, the runtime still serves.
+    let healthy = load(&runtime, module(&ok_body()), json!({})).await.unwrap();
+    assert!(call(&healthy).await.is_ok());
+}
+
+#[tokio::test]
+async fn bad_modules_are_refused_at_load() {
+    let runtime = runtime();
+    let bytes = module(&ok_body());
+    let wrong = runtime.compile(&digest(b"something else"), bytes).await.unwrap_err();
+    assert!(matches!(wrong, LoadError::DigestMismatch { .. }), "{wrong}");
+    let garbage = b"\0asm garbage".to_vec();
+    assert!(matches!(runtime.compile(&digest(&garbage), garbage).await, Err(LoadError::Invalid(_))));
+    let no_interface = b"(module (memory (export \"memory\") 1))".to_vec();
+    let err = load(&runtime, no_interface, json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("missing export switchyard_abi_version"), "{err}");
+    let imports_more = br#"(module (import "env" "socket" (func)) (memory (export "memory") 1)
+        (func (export "switchyard_abi_version") (result i32) i32.const 1)
+        (func (export "switchyard_alloc") (param i32) (result i32) i32.const 0)
+        (func (export "switchyard_describe") (result i64) i64.const 0)
+        (func (export "switchyard_call") (param i32 i32) (result i64) i64.const 0))"#
+        .to_vec();
+    assert!(matches!(load(&runtime, imports_more, json!({})).await, Err(LoadError::Invalid(_))));
+}
