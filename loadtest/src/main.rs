@@ -45,6 +45,26 @@ enum Scenario {
         #[arg(long, default_value_t = 2_000)]
         latency_requests: usize,
     },
+    /// `tools/call` of a WASM tool (`units_convert`, the example plugin) as a
+    /// ratio to a built-in tool (`echo`) on the same server, same run.
+    PluginCall {
+        /// The switchyard binary (build it with `cargo build --release`).
+        #[arg(long, default_value = "target/release/switchyard")]
+        switchyard: PathBuf,
+        /// The units example module (`cargo build --profile wasm-guest --target
+        /// wasm32-wasip1 -p switchyard-example-units`).
+        #[arg(long, default_value = "target/wasm32-wasip1/wasm-guest/switchyard_example_units.wasm")]
+        wasm: PathBuf,
+        /// Requests per throughput run.
+        #[arg(long, default_value_t = 20_000)]
+        requests: usize,
+        /// Concurrent connections for the throughput run.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Requests of the concurrency-1 latency run.
+        #[arg(long, default_value_t = 2_000)]
+        latency_requests: usize,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -53,6 +73,9 @@ fn main() -> anyhow::Result<()> {
         Scenario::Bare { bind } => runtime.block_on(bare(bind)),
         Scenario::ToolsCall { switchyard, requests, concurrency, latency_requests } => {
             runtime.block_on(tools_call(switchyard, requests, concurrency, latency_requests))
+        }
+        Scenario::PluginCall { switchyard, wasm, requests, concurrency, latency_requests } => {
+            runtime.block_on(plugin_call(switchyard, wasm, requests, concurrency, latency_requests))
         }
     }
 }
@@ -81,12 +104,17 @@ async fn bare(bind: String) -> anyhow::Result<()> {
 struct Server {
     child: Child,
     url: String,
+    /// The registry file of a Switchyard server, removed with it.
+    database: Option<PathBuf>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(database) = &self.database {
+            let _ = std::fs::remove_file(database);
+        }
     }
 }
 
@@ -127,21 +155,23 @@ async fn start_bare() -> anyhow::Result<Server> {
         .spawn()?;
     let url = format!("http://127.0.0.1:{port}/");
     wait_ready(&url).await?;
-    Ok(Server { child, url })
+    Ok(Server { child, url, database: None })
 }
 
 async fn start_switchyard(binary: &std::path::Path) -> anyhow::Result<Server> {
     let port = free_port()?;
+    let database = std::env::temp_dir().join(format!("switchyard-loadtest-{}-{port}.db", std::process::id()));
     let child = server_command(binary)
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
         .env("SWITCHYARD_LOG", "warn")
+        .env("SWITCHYARD_DATABASE_URL", format!("sqlite://{}", database.display()))
         .stderr(Stdio::null())
         .spawn()
         .with_context(|| {
             format!("starting {} (build it with cargo build --release -p switchyard)", binary.display())
         })?;
     wait_ready(&format!("http://127.0.0.1:{port}/healthz")).await?;
-    Ok(Server { child, url: format!("http://127.0.0.1:{port}/mcp") })
+    Ok(Server { child, url: format!("http://127.0.0.1:{port}/mcp"), database: Some(database) })
 }
 
 /// CPU time (user + system) a process has used so far.
@@ -281,5 +311,76 @@ async fn tools_call(
     let max = switchyard_latency.percentile(1.0);
     println!("\nratio (switchyard / bare, per server CPU-second): {ratio:.2} (target >= 0.70)");
     println!("slowest switchyard response at concurrency 1: {} ms (target < 40 ms)", ms(max));
+    Ok(())
+}
+
+const UNITS_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"units_convert","arguments":{"value":1,"from":"mi","to":"km"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+const UNITS_HEADERS: &[(&str, &str)] = &[
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+    ("mcp-protocol-version", "2026-07-28"),
+    ("mcp-method", "tools/call"),
+    ("mcp-name", "units_convert"),
+];
+
+/// Registers the units module through the admin API of `server`.
+async fn register_units(server: &Server, wasm: &std::path::Path) -> anyhow::Result<()> {
+    let bytes = std::fs::read(wasm).with_context(|| format!("reading {} (build the example first)", wasm.display()))?;
+    let admin = server.url.replace("/mcp", "/admin/v1");
+    let http = reqwest::Client::new();
+    let uploaded: serde_json::Value = http
+        .post(format!("{admin}/artifacts"))
+        .header("content-type", "application/wasm")
+        .body(bytes)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let body = serde_json::json!({"namespace": "units", "kind": "wasm", "spec": {"artifact": uploaded["sha256"]}});
+    http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
+    Ok(())
+}
+
+async fn plugin_call(
+    binary: PathBuf,
+    wasm: PathBuf,
+    requests: usize,
+    concurrency: usize,
+    latency_requests: usize,
+) -> anyhow::Result<()> {
+    let server = start_switchyard(&binary).await?;
+    register_units(&server, &wasm).await?;
+    load(&server, CALL, CALL_HEADERS, 2_000, concurrency).await?;
+    load(&server, UNITS_CALL, UNITS_HEADERS, 2_000, concurrency).await?;
+    let (mut builtin_runs, mut wasm_runs) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        builtin_runs.push(load(&server, CALL, CALL_HEADERS, requests, concurrency).await?);
+        wasm_runs.push(load(&server, UNITS_CALL, UNITS_HEADERS, requests, concurrency).await?);
+    }
+    let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
+    let builtin = best(builtin_runs).context("at least one round")?;
+    let wasm_run = best(wasm_runs).context("at least one round")?;
+    let builtin_latency = load(&server, CALL, CALL_HEADERS, latency_requests, 1).await?;
+    let wasm_latency = load(&server, UNITS_CALL, UNITS_HEADERS, latency_requests, 1).await?;
+
+    let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
+    println!("## tools/call: WASM tool vs built-in tool, one server, {requests} requests at concurrency {concurrency}\n");
+    println!("| tool | req/s | req per server CPU-s | p50 ms | p99 ms | max ms |");
+    println!("|---|---|---|---|---|---|");
+    for (name, run, latency) in
+        [("echo (built-in)", &builtin, &builtin_latency), ("units_convert (WASM)", &wasm_run, &wasm_latency)]
+    {
+        println!(
+            "| {name} | {:.0} | {:.0} | {} | {} | {} |",
+            run.per_second(),
+            run.per_cpu_second(),
+            ms(latency.percentile(0.5)),
+            ms(latency.percentile(0.99)),
+            ms(latency.percentile(1.0))
+        );
+    }
+    let ratio = wasm_run.per_cpu_second() / builtin.per_cpu_second();
+    println!("\nratio (WASM / built-in, per server CPU-second): {ratio:.2}");
     Ok(())
 }

@@ -36,6 +36,13 @@ pub enum Event {
         /// The catalog version after the change.
         catalog_version: u64,
     },
+    /// The plugin registry changed (a plugin was added, changed, enabled,
+    /// disabled or removed); every replica reloads its catalog from the
+    /// registry if it is behind `registry_version`.
+    RegistryChanged {
+        /// The registry's catalog version after the change.
+        registry_version: i64,
+    },
     /// The resource at `uri` (or one below it) changed.
     ResourceUpdated {
         /// The URI that changed.

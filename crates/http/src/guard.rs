@@ -12,7 +12,7 @@ use crate::router::Config;
 /// thing the endpoint does: a rebinding attack must not reach any MCP
 /// processing. (A plain call rather than a middleware layer: it is on every
 /// request's path, and a layer costs a boxed future per request.)
-pub(crate) fn refusal(config: &Config, version: Version, headers: &HeaderMap) -> Option<Response> {
+pub fn refusal(config: &Config, version: Version, headers: &HeaderMap) -> Option<Response> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     match host {
         Some(host) if allowed(&config.allowed_hosts, host_name(host)) => {}

@@ -11,12 +11,13 @@
 //! # Layout
 //! - [`router`]: the axum `Router` and [`Config`]; [`serve`] runs it.
 //! - `endpoint`: the POST handler, in the validation order of DIGEST §8.6.
-//! - `guard`: Origin and Host allow-lists (DNS-rebinding protection).
+//! - [`guard`]: Origin and Host allow-lists (DNS-rebinding protection), also
+//!   applied by the binary to the admin API.
 //! - `mirror`: `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`.
 //! - `reply`: JSON and SSE responses, the status table, cache headers.
 
 mod endpoint;
-mod guard;
+pub mod guard;
 mod mirror;
 mod reply;
 mod router;

@@ -102,7 +102,8 @@ async fn method_not_allowed(method: Method) -> Response {
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, with `TCP_NODELAY` on
-/// every accepted socket (small JSON answers must not wait for Nagle).
+/// every accepted socket (small JSON answers must not wait for Nagle). The
+/// peer address is available to handlers as `ConnectInfo<SocketAddr>`.
 ///
 /// # Errors
 /// When the listener fails.
@@ -116,5 +117,7 @@ pub async fn serve(
             tracing::debug!(%error, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
 }

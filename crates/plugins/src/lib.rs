@@ -1,9 +1,19 @@
 //! Plugin kinds: each turns a spec into a [`switchyard_core::Plugin`].
 //!
-//! Today this crate holds the built-in kind ([`builtin`]): plugins compiled
-//! into the binary and switched on by configuration. The WASM and upstream
-//! MCP kinds (TODO(#3)) will sit beside it behind the same trait. This crate
-//! knows no inbound HTTP and no SQL: the binary hands it specs and hands the
+//! - [`builtin`]: plugins compiled into the binary, switched on by
+//!   configuration (or registered under a namespace).
+//! - WASM: sandboxed modules, run by `switchyard-wasm`.
+//! - upstream MCP servers: not yet (#3 continues).
+//!
+//! [`Factory`] builds a registered plugin of any kind and publishes it under
+//! its namespace ([`Namespaced`]). This crate knows no inbound HTTP and no
+//! SQL: the binary hands it registrations and artifact bytes, and hands the
 //! plugins it builds to `core`.
 
 pub mod builtin;
+mod factory;
+mod namespaced;
+
+pub use factory::{Artifacts, BuildError, Factory, Registration};
+pub use namespaced::Namespaced;
+pub use switchyard_wasm::RuntimeConfig as WasmConfig;

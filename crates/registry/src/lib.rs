@@ -9,11 +9,12 @@
 //! plugin runtime. Every change bumps the catalog version in the same
 //! transaction, which is how a replica tells whether its view is current.
 //!
-//! This is the first increment of #3: the store and its contract, tested on
-//! both databases. The admin API, the CLI and hot reload build on it.
+//! The admin API (`switchyard-admin`) writes through it; the binary's catalog
+//! sync reads it. [`testing`] makes fresh databases for the test suites.
 
 mod migrations;
 mod record;
+pub mod testing;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -51,6 +51,54 @@ pub struct RawConfig {
     /// Shutdown.
     #[serde(default)]
     pub shutdown: RawShutdown,
+    /// The admin API.
+    #[serde(default)]
+    pub admin: RawAdmin,
+    /// Keeping the catalog in step with the registry.
+    #[serde(default)]
+    pub registry: RawRegistry,
+    /// The WASM plugin runtime.
+    #[serde(default)]
+    pub wasm: RawWasm,
+}
+
+/// `[admin]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    /// Serve the admin API. Default true.
+    pub enabled: Option<bool>,
+    /// Its path prefix. Default `/admin/v1`.
+    pub prefix: Option<String>,
+    /// Serve it on this address instead of the main one. Default: the main port.
+    pub bind: Option<String>,
+    /// A bearer token that grants access from anywhere. Default none.
+    pub token: Option<String>,
+    /// Accept requests from loopback peers without a token. Default true.
+    pub allow_loopback: Option<bool>,
+    /// Largest artifact upload in bytes. Default 32 MiB.
+    pub max_artifact_bytes: Option<usize>,
+}
+
+/// `[registry]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRegistry {
+    /// How often a replica checks the registry version even without a bus
+    /// event. Default `"10s"`.
+    pub sync_interval: Option<String>,
+}
+
+/// `[wasm]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWasm {
+    /// Most WASM instances running at once. Default 64.
+    pub max_instances: Option<u32>,
+    /// The cap on any module's memory, MiB. Default 256.
+    pub max_memory_mib: Option<usize>,
+    /// Preallocate instance slots for fast instantiation. Default true.
+    pub pooling: Option<bool>,
 }
 
 /// A list written as a TOML array or as a comma-separated string.
@@ -155,6 +203,23 @@ pub struct Config {
     pub ephemeral_state_key: bool,
     /// Shutdown grace period.
     pub shutdown_grace: Duration,
+    /// The admin API, unless disabled.
+    pub admin: Option<AdminConfig>,
+    /// Interval of the registry version check.
+    pub registry_sync_interval: Duration,
+    /// The WASM runtime.
+    pub wasm: switchyard_plugins::WasmConfig,
+}
+
+/// The admin API's settings. `Debug` hides the token.
+#[derive(Clone)]
+pub struct AdminConfig {
+    /// Prefix, access and limits.
+    pub api: switchyard_admin::Config,
+    /// A separate address, if configured.
+    pub bind: Option<SocketAddr>,
+    /// Whether a token is configured (the CLI sends it).
+    pub token: Option<String>,
 }
 
 /// Every problem found in the configuration.
@@ -222,6 +287,8 @@ impl TryFrom<RawConfig> for Config {
         let keep_alive = duration("http.keep_alive", raw.http.keep_alive, Duration::from_secs(15));
         let state_lifetime = duration("state.lifetime", raw.state.lifetime, Duration::from_secs(600));
         let shutdown_grace = duration("shutdown.grace", raw.shutdown.grace, Duration::from_secs(30));
+        let registry_sync_interval =
+            duration("registry.sync_interval", raw.registry.sync_interval, Duration::from_secs(10));
 
         let known_scheme = |url: &str| ["sqlite:", "postgres:", "postgresql:"].iter().any(|s| url.starts_with(s));
         if raw.database_url.as_deref().is_some_and(|url| !known_scheme(url)) {
@@ -281,10 +348,27 @@ impl TryFrom<RawConfig> for Config {
             http.max_body_bytes = max;
         }
 
+        if registry_sync_interval.is_zero() {
+            problems.push("registry.sync_interval must be more than 0".into());
+        }
+        let admin = admin_config(raw.admin, &mut problems);
+        let defaults = switchyard_plugins::WasmConfig::default();
+        let wasm = switchyard_plugins::WasmConfig {
+            max_instances: raw.wasm.max_instances.unwrap_or(defaults.max_instances),
+            max_memory_bytes: raw.wasm.max_memory_mib.map_or(defaults.max_memory_bytes, |m| m.saturating_mul(1 << 20)),
+            pooling: raw.wasm.pooling.unwrap_or(defaults.pooling),
+        };
+        if wasm.max_instances == 0 || wasm.max_memory_bytes == 0 {
+            problems.push("wasm.max_instances and wasm.max_memory_mib must be at least 1".into());
+        }
+
         if !problems.is_empty() {
             return Err(Invalid(problems));
         }
         Ok(Config {
+            admin,
+            registry_sync_interval,
+            wasm,
             bind,
             plugins,
             log: raw.log.unwrap_or_else(|| "info".into()),
@@ -309,6 +393,45 @@ impl TryFrom<RawConfig> for Config {
             shutdown_grace,
         })
     }
+}
+
+impl std::fmt::Debug for AdminConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminConfig")
+            .field("api", &self.api)
+            .field("bind", &self.bind)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+fn admin_config(raw: RawAdmin, problems: &mut Vec<String>) -> Option<AdminConfig> {
+    if raw.enabled == Some(false) {
+        return None;
+    }
+    let defaults = switchyard_admin::Config::default();
+    let prefix = raw.prefix.unwrap_or(defaults.prefix);
+    if !prefix.starts_with('/') || prefix.len() < 2 || prefix.ends_with('/') {
+        problems.push(format!("admin.prefix: {prefix:?} must start with / and not end with /"));
+    }
+    let bind = raw.bind.and_then(|text| {
+        text.parse()
+            .map_err(|_| problems.push(format!("admin.bind: {text:?} is not an address like 127.0.0.1:8081")))
+            .ok()
+    });
+    if raw.token.as_deref().is_some_and(|t| t.len() < 16) {
+        problems.push("admin.token: use at least 16 characters".into());
+    }
+    let access = switchyard_admin::Access::new(raw.allow_loopback.unwrap_or(true), raw.token.as_deref());
+    Some(AdminConfig {
+        api: switchyard_admin::Config {
+            prefix,
+            access,
+            max_artifact_bytes: raw.max_artifact_bytes.unwrap_or(defaults.max_artifact_bytes),
+        },
+        bind,
+        token: raw.token,
+    })
 }
 
 /// Sets `table[path[0]][path[1]]… = value`, creating sections; `Err` names a

@@ -1,21 +1,29 @@
 //! The Switchyard binary as a library: configuration, wiring and shutdown, so
 //! that `main.rs` stays thin and `testkit` starts exactly what production runs.
 //!
-//! It holds no business logic: it builds plugins from configuration, gives
-//! them to `core`, puts a transport in front, and orders the shutdown.
+//! It holds no business logic: it builds the configured built-ins, connects
+//! the registry and keeps the catalog in step with it ([`catalog_sync`]),
+//! puts the transports and the admin API in front, and orders the shutdown.
 
+pub mod catalog_sync;
+pub mod cli;
 pub mod config;
 pub mod stdio;
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use futures::future::BoxFuture;
+use serde_json::Value;
 use switchyard_bus::{InMemoryBus, NotificationBus};
 use switchyard_core::{Catalog, ListenHub, Plugin, Server};
 use switchyard_http::Health;
+use switchyard_plugins::{BuildError, Factory};
+use switchyard_registry::{PluginRecord, Registry};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog_sync::CatalogSync;
 pub use config::Config;
 
 /// Per-stream queue of the listen hub: how far a listen stream may fall behind.
@@ -29,23 +37,36 @@ pub struct Switchyard {
     pub health: Health,
     /// Cancelled when shutdown begins: listen streams end, the hub stops.
     pub shutdown: CancellationToken,
+    /// The link between the registry and the catalog.
+    pub catalog_sync: Arc<CatalogSync>,
+    registry: Registry,
+    bus: Arc<dyn NotificationBus>,
     config: Config,
 }
 
 impl Switchyard {
-    /// Builds plugins, catalog, listen hub and server from `config`.
+    /// Builds the built-ins, connects the registry (applying migrations),
+    /// loads every registered plugin, and wires catalog, listen hub and server.
     ///
     /// # Errors
-    /// When a configured plugin cannot be built.
+    /// When a configured plugin cannot be built or the registry cannot be read:
+    /// serving a catalog without the registered plugins would be serving a lie.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
-        let plugins = config
+        let builtins = config
             .plugins
             .iter()
             .map(|name| switchyard_plugins::builtin::by_name(name).with_context(|| format!("unknown plugin {name}")))
             .collect::<anyhow::Result<Vec<Arc<dyn Plugin>>>>()?;
-        let catalog = Catalog::new(plugins, Arc::clone(&bus), config.list_cache).await;
+        let registry = Registry::connect(&config.registry)
+            .await
+            .with_context(|| format!("opening the registry at {:?}", config.registry))?;
+        let catalog = Catalog::new(builtins.clone(), Arc::clone(&bus), config.list_cache).await;
         let shutdown = CancellationToken::new();
+        let factory = Arc::new(Factory::new(config.wasm));
+        let catalog_sync = Arc::new(CatalogSync::new(registry.clone(), Arc::clone(&catalog), factory, builtins));
+        catalog_sync.sync().await.context("loading the registered plugins")?;
+        Arc::clone(&catalog_sync).spawn(&bus, config.registry_sync_interval, shutdown.clone());
         let hub = ListenHub::spawn(&bus, shutdown.clone(), LISTEN_QUEUE);
         let server = Arc::new(Server::new(catalog, hub, config.core.clone()));
         if config.ephemeral_state_key {
@@ -53,12 +74,41 @@ impl Switchyard {
                 "no state.keys configured: requestState is sealed with a per-process key, so multi-round requests only work against this one replica"
             );
         }
-        Ok(Self { server, health: Health::default(), shutdown, config })
+        Ok(Self { server, health: Health::default(), shutdown, catalog_sync, registry, bus, config })
     }
 
-    /// The HTTP application.
+    /// The HTTP application: MCP, health, and the admin API unless it has its own port.
     pub fn router(&self) -> axum::Router {
-        switchyard_http::router(Arc::clone(&self.server), self.config.http.clone(), self.health.clone())
+        let mcp = switchyard_http::router(Arc::clone(&self.server), self.config.http.clone(), self.health.clone());
+        match (&self.config.admin, self.admin_router()) {
+            (Some(admin), Some(router)) if admin.bind.is_none() => mcp.merge(router),
+            _ => mcp,
+        }
+    }
+
+    /// The admin API, behind the same Host/Origin checks as MCP (a browser
+    /// page must not reach it through DNS rebinding), if enabled.
+    pub fn admin_router(&self) -> Option<axum::Router> {
+        let admin = self.config.admin.as_ref()?;
+        let router = switchyard_admin::router(
+            admin.api.clone(),
+            self.registry.clone(),
+            Arc::clone(self.server.catalog()),
+            Arc::clone(&self.bus),
+            Arc::clone(&self.catalog_sync) as Arc<dyn switchyard_admin::Plugins>,
+        );
+        let http = Arc::new(self.config.http.clone());
+        Some(router.layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let refusal = switchyard_http::guard::refusal(&http, request.version(), request.headers());
+                async move {
+                    match refusal {
+                        Some(refusal) => refusal,
+                        None => next.run(request).await,
+                    }
+                }
+            },
+        )))
     }
 
     /// Serves HTTP on `listener` until `signal` resolves, then shuts down in
@@ -86,6 +136,21 @@ impl Switchyard {
             shutdown.cancel();
             begin_drain.cancel();
         });
+        if let (Some(admin), Some(router)) = (&self.config.admin, self.admin_router())
+            && let Some(bind) = admin.bind
+        {
+            let admin_listener =
+                TcpListener::bind(bind).await.with_context(|| format!("binding the admin API to {bind}"))?;
+            tracing::info!(address = %admin_listener.local_addr()?, "serving the admin API");
+            let stop = drained.clone();
+            tokio::spawn(async move {
+                if let Err(error) =
+                    switchyard_http::serve(admin_listener, router, async move { stop.cancelled().await }).await
+                {
+                    tracing::error!(%error, "the admin listener failed");
+                }
+            });
+        }
         let grace = self.config.shutdown_grace;
         let wait_for_drain = drained.clone();
         let serving = switchyard_http::serve(listener, app, async move { wait_for_drain.cancelled().await });
@@ -97,6 +162,16 @@ impl Switchyard {
             }
         }
         Ok(())
+    }
+}
+
+impl switchyard_admin::Plugins for CatalogSync {
+    fn check<'a>(&'a self, record: &'a PluginRecord) -> BoxFuture<'a, Result<Vec<Value>, BuildError>> {
+        Box::pin(async move { Ok(self.build(record).await?.tools()) })
+    }
+
+    fn refresh(&self) -> BoxFuture<'_, Result<i64, switchyard_registry::Error>> {
+        Box::pin(self.sync())
     }
 }
 

@@ -37,6 +37,17 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Manage registered plugins through a running server's admin API.
+    Plugin {
+        #[command(subcommand)]
+        command: switchyard::cli::PluginCommand,
+        /// The configuration the server runs with (for its address and admin token).
+        #[arg(long, global = true)]
+        config: Option<PathBuf>,
+        /// The server, e.g. http://127.0.0.1:8080 (default: from the configuration).
+        #[arg(long, global = true)]
+        server: Option<String>,
+    },
     /// Validate the configuration and exit.
     CheckConfig {
         /// A TOML configuration file; SWITCHYARD_* variables override it.
@@ -98,6 +109,26 @@ async fn main() -> ExitCode {
                 }
                 Err(error) => {
                     eprintln!("switchyard: {}", error_chain(&error));
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::Plugin { command, config, server } => {
+            let config = match load(config.as_ref(), None) {
+                Ok(config) => config,
+                Err(code) => return code,
+            };
+            let outcome = match switchyard::cli::AdminClient::new(&config, server.as_deref()) {
+                Ok(client) => client.run(command).await,
+                Err(error) => Err(error),
+            };
+            return match outcome {
+                Ok(output) => {
+                    println!("{output}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("switchyard: {error:#}");
                     ExitCode::FAILURE
                 }
             };

@@ -11,6 +11,7 @@
 //! # }
 //! ```
 
+mod guests;
 mod schema;
 
 use std::time::Duration;
@@ -22,6 +23,7 @@ use switchyard::config::{Config, RawConfig};
 use switchyard_protocol::version::LATEST;
 use tokio_util::sync::CancellationToken;
 
+pub use guests::{guest_module, switchyard_binary};
 pub use schema::SpecSchema;
 
 /// A running server. Dropping it shuts the server down.
@@ -30,17 +32,29 @@ pub struct App {
     endpoint: String,
     shutdown: CancellationToken,
     schema: SpecSchema,
+    /// The registry's SQLite file when the test named no database; removed on drop.
+    _database_dir: Option<tempfile::TempDir>,
 }
 
 impl App {
     /// Starts a server configured by `env` (as `SWITCHYARD_*` variables would),
-    /// bound to an ephemeral loopback port.
+    /// bound to an ephemeral loopback port. Unless `env` names a
+    /// `SWITCHYARD_DATABASE_URL`, the registry is a fresh SQLite file.
     ///
     /// # Panics
     /// When the configuration is invalid or the port cannot be bound.
     pub async fn start(env: &[(&str, &str)]) -> Self {
         let mut pairs: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         pairs.insert(0, ("SWITCHYARD_BIND".into(), "127.0.0.1:0".into()));
+        let mut database_dir = None;
+        if !pairs.iter().any(|(k, _)| k == "SWITCHYARD_DATABASE_URL") {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            pairs.push((
+                "SWITCHYARD_DATABASE_URL".into(),
+                format!("sqlite://{}", dir.path().join("registry.db").display()),
+            ));
+            database_dir = Some(dir);
+        }
         let config = RawConfig::load(None, pairs).and_then(Config::try_from).expect("test configuration is valid");
         let endpoint = config.http.endpoint.clone();
         let listener = tokio::net::TcpListener::bind(config.bind).await.expect("bind 127.0.0.1:0");
@@ -50,7 +64,18 @@ impl App {
         let signal = shutdown.clone();
         tokio::spawn(async move { app.serve(listener, async move { signal.cancelled().await }).await });
         let base = format!("http://{address}");
-        Self { endpoint: format!("{base}{endpoint}"), base, shutdown, schema: SpecSchema::load() }
+        Self {
+            endpoint: format!("{base}{endpoint}"),
+            base,
+            shutdown,
+            schema: SpecSchema::load(),
+            _database_dir: database_dir,
+        }
+    }
+
+    /// The admin API's base URL (`…/admin/v1`).
+    pub fn admin_url(&self) -> String {
+        format!("{}/admin/v1", self.base)
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -1,60 +1,41 @@
 //! The registry's contract, run on SQLite and on PostgreSQL alike: each test
 //! gets a fresh, migrated database of each kind.
 //!
-//! PostgreSQL comes from `TEST_DATABASE_ADMIN_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/postgres`, the machine's trust-auth
-//! server); each test creates its own database there and drops it after.
+//! PostgreSQL comes from `TEST_DATABASE_ADMIN_URL` (see `registry::testing`);
+//! each test creates its own database there and drops it after.
 
 // Helpers here are test code too; clippy only knows #[test] functions as such.
 #![allow(clippy::unwrap_used)]
 
 use serde_json::json;
-use sqlx::Connection as _;
+use switchyard_registry::testing::FreshDatabase;
 use switchyard_registry::{Config, Error, NewPlugin, PluginKind, Registry};
 
-/// A fresh database of one kind, removed by `finish`.
+/// A fresh, migrated database of one kind.
 struct Fresh {
     registry: Registry,
     url: String,
-    drop_database: Option<(String, String)>,
-    sqlite_file: Option<std::path::PathBuf>,
+    database: FreshDatabase,
 }
 
 impl Fresh {
     async fn sqlite() -> Self {
-        let path = std::env::temp_dir().join(format!("switchyard-registry-{:x}.db", rand::random::<u64>()));
-        let url = format!("sqlite://{}", path.display());
-        let registry = Registry::connect(&Config { url: url.clone(), ..Config::default() }).await.unwrap();
-        Self { registry, url, drop_database: None, sqlite_file: Some(path) }
+        Self::connect(FreshDatabase::sqlite()).await
     }
 
     async fn postgres() -> Self {
-        sqlx::any::install_default_drivers();
-        let admin = std::env::var("TEST_DATABASE_ADMIN_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let name = format!("switchyard_test_{:x}", rand::random::<u64>());
-        let mut connection =
-            sqlx::AnyConnection::connect(&admin).await.expect("the test PostgreSQL server (TEST_DATABASE_ADMIN_URL)");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut connection).await.unwrap();
-        let base = admin.rsplit_once('/').map_or(admin.as_str(), |(base, _)| base).to_owned();
-        let url = format!("{base}/{name}");
+        Self::connect(FreshDatabase::postgres().await).await
+    }
+
+    async fn connect(database: FreshDatabase) -> Self {
+        let url = database.url().to_owned();
         let registry = Registry::connect(&Config { url: url.clone(), ..Config::default() }).await.unwrap();
-        Self { registry, url, drop_database: Some((admin, name)), sqlite_file: None }
+        Self { registry, url, database }
     }
 
     async fn finish(self) {
-        let Fresh { registry, drop_database, sqlite_file, .. } = self;
-        drop(registry);
-        if let Some(path) = sqlite_file {
-            let _ = std::fs::remove_file(path);
-        }
-        if let Some((admin, name)) = drop_database {
-            let mut connection = sqlx::AnyConnection::connect(&admin).await.unwrap();
-            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                .execute(&mut connection)
-                .await
-                .unwrap();
-        }
+        drop(self.registry);
+        self.database.remove().await;
     }
 }
 

@@ -6,6 +6,8 @@
 mod conformance;
 /// `subscriptions/listen`: acknowledgement, filtering, fan-out, shutdown.
 mod listen;
+/// Registered plugins: CLI, admin API, hot reload, restart, hostile WASM, two replicas.
+mod plugins;
 /// Requests and results of the 2026-07-28 protocol: discovery, tools, MRTR, errors.
 mod protocol;
 /// The official Rust SDK as a client.

@@ -1,0 +1,236 @@
+//! The admin API's handlers.
+
+use axum::Extension;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State as Extract};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchyard_bus::Event;
+use switchyard_registry::{NewPlugin, PluginKind, PluginRecord, parse_namespace};
+
+use crate::State;
+use crate::access::Actor;
+use crate::problem::Problem;
+
+type Answer = Result<Response, Problem>;
+
+/// Parses a JSON body, refusing anything that is not `application/json`:
+/// a browser cannot send that cross-site without a preflight we never grant.
+fn json_body<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, Problem> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if !content_type.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json")) {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send application/json",
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| Problem::bad_request(format!("the body is not the expected JSON: {e}")))
+}
+
+/// Brings the local catalog up to date and tells the other replicas.
+async fn announce(state: &State) {
+    match state.plugins.refresh().await {
+        Ok(registry_version) => {
+            if let Err(error) = state.bus.publish(Event::RegistryChanged { registry_version }).await {
+                tracing::warn!(%error, "could not announce a registry change; other replicas catch up on their timer");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "the change is stored but this replica could not reload yet"),
+    }
+}
+
+/// Builds the plugin a record would describe and checks its tools do not
+/// collide with tools another plugin serves.
+async fn check(state: &State, record: &PluginRecord) -> Result<(), Problem> {
+    let tools = state.plugins.check(record).await?;
+    let snapshot = state.catalog.snapshot();
+    for tool in &tools {
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+        if let Some(existing) = snapshot.tool(name).filter(|t| t.plugin.id() != record.id) {
+            return Err(Problem::invalid(
+                "namespace",
+                format!("tool {name} is already served by plugin {}; choose another namespace", existing.plugin.id()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn list(Extract(state): Extract<State>) -> Answer {
+    let plugins = state.registry.list().await?;
+    Ok(Json(json!({ "plugins": plugins })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Create {
+    namespace: String,
+    kind: String,
+    #[serde(default = "empty_object")]
+    spec: Value,
+    #[serde(default = "yes")]
+    enabled: bool,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+fn yes() -> bool {
+    true
+}
+
+pub(crate) async fn create(
+    Extract(state): Extract<State>,
+    Extension(actor): Extension<Actor>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let request: Create = json_body(&headers, &body)?;
+    parse_namespace(&request.namespace)?;
+    let kind = PluginKind::parse(&request.kind).ok_or_else(|| {
+        Problem::invalid("kind", format!("{:?} is not a plugin kind (builtin, wasm, upstream)", request.kind))
+    })?;
+    let new = NewPlugin { namespace: request.namespace, kind, spec: request.spec, enabled: request.enabled };
+    // Checked as the record it would become; the id is only a label here.
+    let candidate = PluginRecord {
+        id: "(new)".into(),
+        namespace: new.namespace.clone(),
+        kind,
+        spec: new.spec.clone(),
+        enabled: new.enabled,
+        version: 0,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        updated_by: actor.0.into(),
+    };
+    check(&state, &candidate).await?;
+    let record = state.registry.create(new, actor.0).await?;
+    tracing::info!(plugin = %record.id, namespace = %record.namespace, kind = kind.as_str(), actor = actor.0, "plugin registered");
+    announce(&state).await;
+    Ok((StatusCode::CREATED, Json(record)).into_response())
+}
+
+pub(crate) async fn show(Extract(state): Extract<State>, Path(id): Path<String>) -> Answer {
+    Ok(Json(state.registry.get(&id).await?).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Update {
+    spec: Value,
+    version: i64,
+}
+
+pub(crate) async fn update(
+    Extract(state): Extract<State>,
+    Extension(actor): Extension<Actor>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let request: Update = json_body(&headers, &body)?;
+    let mut candidate = state.registry.get(&id).await?;
+    candidate.spec = request.spec.clone();
+    check(&state, &candidate).await?;
+    let record = state.registry.update_spec(&id, request.version, request.spec, actor.0).await?;
+    tracing::info!(plugin = %id, version = record.version, actor = actor.0, "plugin spec changed");
+    announce(&state).await;
+    Ok(Json(record).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Version {
+    version: i64,
+}
+
+async fn set_enabled(state: State, actor: Actor, id: String, headers: HeaderMap, body: Bytes, enabled: bool) -> Answer {
+    let request: Version = json_body(&headers, &body)?;
+    if enabled {
+        // A plugin enabled later must still build, and its names still be free.
+        check(&state, &state.registry.get(&id).await?).await?;
+    }
+    let record = state.registry.set_enabled(&id, request.version, enabled, actor.0).await?;
+    tracing::info!(plugin = %id, enabled, actor = actor.0, "plugin switched");
+    announce(&state).await;
+    Ok(Json(record).into_response())
+}
+
+pub(crate) async fn enable(
+    Extract(state): Extract<State>,
+    Extension(actor): Extension<Actor>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    set_enabled(state, actor, id, headers, body, true).await
+}
+
+pub(crate) async fn disable(
+    Extract(state): Extract<State>,
+    Extension(actor): Extension<Actor>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    set_enabled(state, actor, id, headers, body, false).await
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RemoveQuery {
+    version: Option<i64>,
+}
+
+pub(crate) async fn remove(
+    Extract(state): Extract<State>,
+    Extension(actor): Extension<Actor>,
+    Path(id): Path<String>,
+    Query(query): Query<RemoveQuery>,
+) -> Answer {
+    let version = query.version.ok_or_else(|| Problem::invalid("version", "is required: DELETE …?version=N"))?;
+    state.registry.delete(&id, version).await?;
+    tracing::info!(plugin = %id, actor = actor.0, "plugin removed");
+    announce(&state).await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub(crate) async fn tools(Extract(state): Extract<State>, Path(id): Path<String>) -> Answer {
+    let record = state.registry.get(&id).await?;
+    let snapshot = state.catalog.snapshot();
+    let tools: Vec<&Value> =
+        snapshot.tools.iter().filter(|t| t.plugin.id() == record.id).map(|t| &t.definition).collect();
+    Ok(Json(json!({ "plugin": record.id, "enabled": record.enabled, "tools": tools })).into_response())
+}
+
+pub(crate) async fn upload(Extract(state): Extract<State>, headers: HeaderMap, body: Bytes) -> Answer {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if !matches!(content_type.split(';').next().map(str::trim), Some("application/wasm" | "application/octet-stream")) {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the module as application/wasm",
+        ));
+    }
+    if body.len() > state.max_artifact_bytes {
+        return Err(Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("artifacts may be at most {} bytes", state.max_artifact_bytes),
+        ));
+    }
+    if body.is_empty() {
+        return Err(Problem::bad_request("the artifact is empty"));
+    }
+    let sha256 = state.registry.put_artifact(&body).await?;
+    tracing::info!(%sha256, size = body.len(), "artifact stored");
+    Ok((StatusCode::CREATED, Json(json!({ "sha256": sha256, "size": body.len() }))).into_response())
+}
+
+pub(crate) async fn not_found() -> Response {
+    Problem::new(StatusCode::NOT_FOUND, "not_found", "no such admin endpoint").into_response()
+}

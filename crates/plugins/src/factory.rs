@@ -1,0 +1,155 @@
+//! [`Factory`]: turns a registered plugin (kind, namespace, spec) into a
+//! running `core::Plugin`, and checks a spec before the registry stores it.
+//!
+//! The factory knows no SQL: a WASM module's bytes come through an
+//! [`Artifacts`] source the caller provides (the registry, in the binary).
+
+use std::sync::{Arc, OnceLock};
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use switchyard_core::Plugin;
+use switchyard_wasm::{Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
+
+use crate::builtin;
+use crate::namespaced::Namespaced;
+
+/// Why a plugin could not be built. `field` names what to fix, as a path
+/// from the top of the registration (`kind`, `spec.artifact`, …).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct BuildError {
+    /// The field at fault.
+    pub field: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl BuildError {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self { field: field.into(), reason: reason.into() }
+    }
+}
+
+/// Where module bytes come from, by SHA-256.
+pub trait Artifacts: Send + Sync {
+    /// The bytes of the artifact with this digest, `Ok(None)` when there is none.
+    fn fetch<'a>(&'a self, sha256: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>, String>>;
+}
+
+/// A plugin as the registry describes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Registration<'a> {
+    /// The registry id.
+    pub id: &'a str,
+    /// The namespace (tool prefix).
+    pub namespace: &'a str,
+    /// `builtin`, `wasm` or `upstream`.
+    pub kind: &'a str,
+    /// The kind's spec.
+    pub spec: &'a Value,
+}
+
+/// Builds plugins of every kind. The WASM runtime is created on first use,
+/// so a server without WASM plugins reserves nothing for it.
+pub struct Factory {
+    wasm_config: RuntimeConfig,
+    wasm: OnceLock<Arc<Runtime>>,
+}
+
+impl std::fmt::Debug for Factory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Factory").field("wasm_config", &self.wasm_config).finish_non_exhaustive()
+    }
+}
+
+impl Factory {
+    /// A factory whose WASM plugins run with `wasm_config`.
+    pub fn new(wasm_config: RuntimeConfig) -> Self {
+        Self { wasm_config, wasm: OnceLock::new() }
+    }
+
+    fn wasm_runtime(&self) -> Result<&Arc<Runtime>, BuildError> {
+        if let Some(runtime) = self.wasm.get() {
+            return Ok(runtime);
+        }
+        let runtime =
+            Runtime::new(self.wasm_config).map_err(|e| BuildError::new("kind", format!("WASM runtime: {e}")))?;
+        Ok(self.wasm.get_or_init(|| runtime))
+    }
+
+    /// Builds the plugin, published under its namespace.
+    ///
+    /// # Errors
+    /// What is wrong with the registration, by field.
+    pub async fn build(
+        &self,
+        plugin: Registration<'_>,
+        artifacts: &dyn Artifacts,
+    ) -> Result<Arc<dyn Plugin>, BuildError> {
+        let inner: Arc<dyn Plugin> = match plugin.kind {
+            "builtin" => {
+                let name = plugin
+                    .spec
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| BuildError::new("spec.name", "is required: the built-in plugin's name"))?;
+                builtin::by_name(name).ok_or_else(|| {
+                    let known: Vec<&str> = builtin::AVAILABLE.iter().map(|(n, _)| *n).collect();
+                    BuildError::new(
+                        "spec.name",
+                        format!("{name:?} is not a built-in plugin (known: {})", known.join(", ")),
+                    )
+                })?
+            }
+            "wasm" => {
+                let runtime = self.wasm_runtime()?;
+                let spec = WasmSpec::parse(plugin.spec, runtime.config().max_memory_bytes)
+                    .map_err(|e| BuildError::new(format!("spec.{}", e.field), e.reason))?;
+                let module = match runtime.cached_module(&spec.artifact) {
+                    Some(module) => module,
+                    None => {
+                        let bytes = artifacts
+                            .fetch(&spec.artifact)
+                            .await
+                            .map_err(|e| BuildError::new("spec.artifact", format!("cannot be fetched: {e}")))?
+                            .ok_or_else(|| {
+                                BuildError::new("spec.artifact", "no artifact has this digest; upload the module first")
+                            })?;
+                        runtime
+                            .compile(&spec.artifact, bytes)
+                            .await
+                            .map_err(|e| BuildError::new("spec.artifact", e.to_string()))?
+                    }
+                };
+                Arc::new(
+                    WasmPlugin::load(runtime, plugin.id, &module, spec)
+                        .await
+                        .map_err(|e| BuildError::new("spec.artifact", e.to_string()))?,
+                )
+            }
+            "upstream" => {
+                return Err(BuildError::new("kind", "upstream MCP plugins are not available in this version yet"));
+            }
+            other => {
+                return Err(BuildError::new(
+                    "kind",
+                    format!("{other:?} is not a plugin kind (builtin, wasm, upstream)"),
+                ));
+            }
+        };
+        let published = Namespaced::new(plugin.id, plugin.namespace, inner);
+        for tool in published.tools() {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+            if !switchyard_core::catalog::is_valid_tool_name(name) {
+                return Err(BuildError::new(
+                    "namespace",
+                    format!(
+                        "the published tool name {name:?} must be 1-64 characters of [A-Za-z0-9_.-]; shorten the namespace"
+                    ),
+                ));
+            }
+        }
+        Ok(Arc::new(published))
+    }
+}

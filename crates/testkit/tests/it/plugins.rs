@@ -1,0 +1,363 @@
+//! Registered plugins end to end, over real HTTP: the `switchyard plugin` CLI
+//! and the admin API change the registry, the catalog follows, listen streams
+//! hear of it, a restart serves the same catalog, and hostile WASM modules
+//! are stopped while the server keeps answering. On SQLite and PostgreSQL.
+
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use switchyard_registry::testing::FreshDatabase;
+use switchyard_testkit::{App, Client, guest_module, switchyard_binary};
+
+/// Runs `switchyard plugin ARGS --server BASE` on a blocking thread.
+async fn cli(app: &App, args: &[&str]) -> (bool, String) {
+    let mut command = Command::new(switchyard_binary());
+    for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("SWITCHYARD_")) {
+        command.env_remove(key);
+    }
+    command.arg("plugin").args(args).args(["--server", app.base_url()]);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("run switchyard")).await.unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
+async fn tool_names(client: &Client) -> Vec<String> {
+    let reply = client.request("tools/list", json!({})).await;
+    reply.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+/// Waits until `condition` holds on the tool list (another replica polls).
+async fn until_tools(client: &Client, patience: Duration, condition: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + patience;
+    loop {
+        let names = tool_names(client).await;
+        if condition(&names) || Instant::now() > deadline {
+            return names;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The example module `name` in a file, as a plugin author has it.
+fn write_module(name: &str) -> tempfile::TempPath {
+    let file = tempfile::Builder::new().suffix(".wasm").tempfile().unwrap();
+    std::fs::write(file.path(), guest_module(name)).unwrap();
+    file.into_temp_path()
+}
+
+/// Register with the CLI, call, hear `list_changed`, disable, see it vanish,
+/// enable again, restart, and find the same catalog.
+async fn lifecycle(database_url: &str) {
+    let env = [("SWITCHYARD_DATABASE_URL", database_url)];
+    let app = App::start(&env).await;
+    let client = app.client();
+    let module = write_module("units");
+    let module_arg = module.to_str().unwrap().to_owned();
+
+    let trigger = (client.clone(), &app);
+    let listen = client
+        .stream(
+            "subscriptions/listen",
+            json!({ "notifications": { "toolsListChanged": true } }),
+            3,
+            Duration::from_secs(60),
+            || async move {
+                let (client, app) = trigger;
+                let (ok, out) = cli(app, &["add", "units", "--wasm", &module_arg]).await;
+                assert!(ok, "{out}");
+                assert!(out.contains("tools: units_convert"), "{out}");
+                let call = client
+                    .request(
+                        "tools/call",
+                        json!({"name": "units_convert", "arguments": {"value": 1, "from": "mi", "to": "km"}}),
+                    )
+                    .await;
+                let result = call.result();
+                assert_eq!(result["structuredContent"]["unit"], "km", "{result}");
+                let km = result["structuredContent"]["value"].as_f64().unwrap();
+                assert!((km - 1.609_344).abs() < 1e-9, "{km}");
+                let (ok, out) = cli(app, &["disable", "units"]).await;
+                assert!(ok, "{out}");
+                assert!(!tool_names(&client).await.contains(&"units_convert".to_owned()));
+            },
+        )
+        .await;
+    let methods: Vec<&str> = listen.messages.iter().map(|m| m["method"].as_str().unwrap_or_default()).collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/subscriptions/acknowledged",
+            "notifications/tools/list_changed",
+            "notifications/tools/list_changed"
+        ]
+    );
+
+    let (ok, out) = cli(&app, &["enable", "units"]).await;
+    assert!(ok, "{out}");
+    let (ok, listed) = cli(&app, &["list"]).await;
+    assert!(ok && listed.contains("units") && listed.contains("wasm") && listed.contains("true"), "{listed}");
+    let before = client.request("tools/list", json!({})).await.result().clone();
+    assert!(before["tools"].as_array().unwrap().iter().any(|t| t["name"] == "units_convert"));
+    app.shut_down();
+    drop(app);
+
+    let restarted = App::start(&env).await;
+    let after = restarted.client().request("tools/list", json!({})).await.result().clone();
+    assert_eq!(after["tools"], before["tools"], "a restart serves the same catalog");
+    let (ok, out) = cli(&restarted, &["remove", "units"]).await;
+    assert!(ok, "{out}");
+    assert!(!tool_names(&restarted.client()).await.contains(&"units_convert".to_owned()));
+    drop(module);
+}
+
+#[tokio::test]
+async fn lifecycle_on_sqlite() {
+    let database = FreshDatabase::sqlite();
+    lifecycle(database.url()).await;
+    database.remove().await;
+}
+
+#[tokio::test]
+async fn lifecycle_on_postgres() {
+    let database = FreshDatabase::postgres().await;
+    lifecycle(database.url()).await;
+    database.remove().await;
+}
+
+/// A thin client of the admin API.
+struct Admin {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Admin {
+    fn of(app: &App) -> Self {
+        Self { http: reqwest::Client::new(), base: app.admin_url() }
+    }
+
+    async fn upload(&self, bytes: Vec<u8>) -> String {
+        let response = self
+            .http
+            .post(format!("{}/artifacts", self.base))
+            .header("content-type", "application/wasm")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+        response.json::<Value>().await.unwrap()["sha256"].as_str().unwrap().to_owned()
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.unwrap();
+        (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+    }
+}
+
+fn wat_module(call_body: &str) -> Vec<u8> {
+    let describe = r#"{"tools":[{"name":"run","inputSchema":{"type":"object"}}]}"#;
+    format!(
+        r#"(module (memory (export "memory") 1)
+  (data (i32.const 1024) "{}")
+  (func (export "switchyard_abi_version") (result i32) i32.const 1)
+  (func (export "switchyard_alloc") (param i32) (result i32) i32.const 8192)
+  (func (export "switchyard_describe") (result i64) i64.const {})
+  (func (export "switchyard_call") (param i32 i32) (result i64) {call_body}))"#,
+        describe.replace('"', "\\\""),
+        (1024u64 << 32) | describe.len() as u64
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn hostile_modules_are_stopped_and_the_server_keeps_answering() {
+    let app = App::start(&[]).await;
+    let admin = Admin::of(&app);
+    let client = app.client();
+    let spin = admin.upload(wat_module("(loop $l (br $l)) i64.const 0")).await;
+    let bomb = admin.upload(wat_module("(loop $l (drop (memory.grow (i32.const 16))) (br $l)) i64.const 0")).await;
+    let (status, body) = admin
+        .post(
+            "/plugins",
+            json!({"namespace": "spin", "kind": "wasm", "spec": {"artifact": spin, "limits": {"timeout_ms": 500, "fuel": 100_000_000_000_u64}}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = admin
+        .post(
+            "/plugins",
+            json!({"namespace": "bomb", "kind": "wasm", "spec": {"artifact": bomb, "limits": {"memory_mib": 8}}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+
+    let spinning = {
+        let client = client.clone();
+        tokio::spawn(async move { client.request("tools/call", json!({"name": "spin_run", "arguments": {}})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // While the module spins, the server answers others at once.
+    let started = Instant::now();
+    let sum = client
+        .request("tools/call", json!({"name": "calculator_arithmetic", "arguments": {"expression": "2+2"}}))
+        .await;
+    assert_eq!(sum.result()["isError"], Value::Null, "{:?}", sum.response());
+    assert!(started.elapsed() < Duration::from_millis(300), "answered in {:?}", started.elapsed());
+
+    let spun = spinning.await.unwrap();
+    assert_eq!(spun.result()["isError"], true);
+    assert!(spun.result()["content"][0]["text"].as_str().unwrap().contains("deadline"), "{:?}", spun.response());
+    let bombed = client.request("tools/call", json!({"name": "bomb_run", "arguments": {}})).await;
+    assert_eq!(bombed.result()["isError"], true);
+    assert!(bombed.result()["content"][0]["text"].as_str().unwrap().contains("memory cap of 8 MiB"));
+    assert_eq!(client.request("tools/list", json!({})).await.status, 200);
+}
+
+#[tokio::test]
+async fn structured_output_of_a_wasm_tool_is_checked_and_passed_through() {
+    let app = App::start(&[]).await;
+    let admin = Admin::of(&app);
+    let digest = admin.upload(guest_module("textstats")).await;
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "text", "kind": "wasm", "spec": {"artifact": digest}})).await;
+    assert_eq!(status, 201, "{body}");
+    let client = app.client();
+    let tools = client.request("tools/list", json!({})).await;
+    let analyze =
+        tools.result()["tools"].as_array().unwrap().iter().find(|t| t["name"] == "text_analyze").unwrap().clone();
+    assert_eq!(analyze["outputSchema"]["required"][0], "characters");
+    let reply = client
+        .request("tools/call", json!({"name": "text_analyze", "arguments": {"text": "To be, or not to be.", "top": 2}}))
+        .await;
+    let stats = &reply.result()["structuredContent"];
+    assert_eq!(stats["words"], 6);
+    assert_eq!(stats["top_words"], json!([{"word": "be", "count": 2}, {"word": "to", "count": 2}]));
+    // Arguments are checked against the schema before the module runs.
+    let bad = client.request("tools/call", json!({"name": "text_analyze", "arguments": {"top": 2}})).await;
+    assert_eq!(bad.result()["isError"], true);
+}
+
+#[tokio::test]
+async fn the_admin_api_refuses_bad_input_and_changes_nothing() {
+    let app = App::start(&[]).await;
+    let admin = Admin::of(&app);
+    let digest = admin.upload(guest_module("units")).await;
+    let field = |body: &Value| body["error"]["field"].as_str().unwrap_or_default().to_owned();
+
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "Units!", "kind": "wasm", "spec": {"artifact": digest}})).await;
+    assert_eq!((status, field(&body).as_str()), (422, "namespace"), "{body}");
+    let (status, body) = admin.post("/plugins", json!({"namespace": "u", "kind": "lua", "spec": {}})).await;
+    assert_eq!((status, field(&body).as_str()), (422, "kind"), "{body}");
+    let (status, body) = admin
+        .post(
+            "/plugins",
+            json!({"namespace": "u", "kind": "wasm", "spec": {"artifact": digest, "limits": {"memory_mib": 100000}}}),
+        )
+        .await;
+    assert_eq!((status, field(&body).as_str()), (422, "spec.limits.memory_mib"), "{body}");
+    let missing: String = Sha256::digest(b"never uploaded").iter().map(|b| format!("{b:02x}")).collect();
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "u", "kind": "wasm", "spec": {"artifact": missing}})).await;
+    assert_eq!((status, field(&body).as_str()), (422, "spec.artifact"), "{body}");
+    let garbage = admin.upload(b"\0asm\x01\0\0\0 not really".to_vec()).await;
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "u", "kind": "wasm", "spec": {"artifact": garbage}})).await;
+    assert_eq!((status, field(&body).as_str()), (422, "spec.artifact"), "{body}");
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "u", "kind": "builtin", "spec": {"name": "nope"}})).await;
+    assert_eq!((status, field(&body).as_str()), (422, "spec.name"), "{body}");
+    let not_json = admin.http.post(format!("{}/plugins", admin.base)).body("{}").send().await.unwrap();
+    assert_eq!(not_json.status(), 415);
+    let broken = admin
+        .http
+        .post(format!("{}/plugins", admin.base))
+        .header("content-type", "application/json")
+        .body("{\"namespace\":")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(broken.status(), 400);
+    let listed: Value = admin.http.get(format!("{}/plugins", admin.base)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["plugins"], json!([]), "nothing was written");
+
+    // Optimistic concurrency: a change based on a stale version is refused.
+    let (status, created) =
+        admin.post("/plugins", json!({"namespace": "u", "kind": "wasm", "spec": {"artifact": digest}})).await;
+    assert_eq!(status, 201);
+    let id = created["id"].as_str().unwrap();
+    let (status, _) = admin.post(&format!("/plugins/{id}/disable"), json!({"version": 1})).await;
+    assert_eq!(status, 200);
+    let (status, body) = admin.post(&format!("/plugins/{id}/enable"), json!({"version": 1})).await;
+    assert_eq!((status, &body["error"]["current_version"]), (409, &json!(2)), "{body}");
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "u", "kind": "builtin", "spec": {"name": "echo"}})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("namespace_taken")), "{body}");
+    let unknown = admin.http.get(format!("{}/plugins/plg_nope", admin.base)).send().await.unwrap();
+    assert_eq!(unknown.status(), 404);
+}
+
+#[tokio::test]
+async fn a_token_opens_the_admin_api_to_other_peers() {
+    let app = App::start(&[
+        ("SWITCHYARD_ADMIN__TOKEN", "a-long-enough-admin-token"),
+        ("SWITCHYARD_ADMIN__ALLOW_LOOPBACK", "false"),
+    ])
+    .await;
+    let url = format!("{}/plugins", app.admin_url());
+    let http = reqwest::Client::new();
+    let anonymous = http.get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
+    let wrong = http.get(&url).bearer_auth("not-the-admin-token").send().await.unwrap();
+    assert_eq!(wrong.status(), 401);
+    let right = http.get(&url).bearer_auth("a-long-enough-admin-token").send().await.unwrap();
+    assert_eq!(right.status(), 200);
+    // A browser page (DNS rebinding) is refused before the token is even looked at.
+    let rebinding = http
+        .get(&url)
+        .bearer_auth("a-long-enough-admin-token")
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebinding.status(), 403);
+}
+
+/// Two replicas on one PostgreSQL database, each with its own in-process
+/// bus: a plugin registered through one reaches the other's catalog and its
+/// listen streams through the registry version check alone.
+#[tokio::test]
+async fn another_replica_follows_the_registry() {
+    let database = FreshDatabase::postgres().await;
+    let env = [("SWITCHYARD_DATABASE_URL", database.url()), ("SWITCHYARD_REGISTRY__SYNC_INTERVAL", "200ms")];
+    let (one, two) = (App::start(&env).await, App::start(&env).await);
+    let admin = Admin::of(&one);
+    let listener = two.client();
+    let listen = listener
+        .stream(
+            "subscriptions/listen",
+            json!({ "notifications": { "toolsListChanged": true } }),
+            2,
+            Duration::from_secs(10),
+            || async {
+                let (status, body) = admin
+                    .post("/plugins", json!({"namespace": "more", "kind": "builtin", "spec": {"name": "echo"}}))
+                    .await;
+                assert_eq!(status, 201, "{body}");
+            },
+        )
+        .await;
+    assert_eq!(listen.messages.len(), 2, "{:?}", listen.messages);
+    assert_eq!(listen.messages[1]["method"], "notifications/tools/list_changed");
+    let names =
+        until_tools(&two.client(), Duration::from_secs(5), |names| names.contains(&"more_echo".to_owned())).await;
+    assert!(names.contains(&"more_echo".to_owned()), "{names:?}");
+    drop((one, two));
+    database.remove().await;
+}
