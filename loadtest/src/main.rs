@@ -45,8 +45,9 @@ enum Scenario {
         #[arg(long, default_value_t = 2_000)]
         latency_requests: usize,
     },
-    /// `tools/call` of a WASM tool (`units_convert`, the example plugin) as a
-    /// ratio to a built-in tool (`echo`) on the same server, same run.
+    /// `tools/call` of a WASM tool (`units_convert`, the example plugin) and of
+    /// an upstream tool (`up_echo`, republished from a second Switchyard), as
+    /// ratios to a built-in tool (`echo`) on the same server, same run.
     PluginCall {
         /// The switchyard binary (build it with `cargo build --release`).
         #[arg(long, default_value = "target/release/switchyard")]
@@ -259,6 +260,8 @@ const CALL_HEADERS: &[(&str, &str)] = &[
     ("mcp-method", "tools/call"),
     ("mcp-name", "echo"),
 ];
+/// Request headers of one scenario.
+type Headers = &'static [(&'static str, &'static str)];
 const BARE_HEADERS: &[(&str, &str)] = &[("content-type", "application/json")];
 /// Measured rounds per server.
 const ROUNDS: usize = 5;
@@ -315,6 +318,14 @@ async fn tools_call(
 }
 
 const UNITS_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"units_convert","arguments":{"value":1,"from":"mi","to":"km"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+const UPSTREAM_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up_echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+const UPSTREAM_HEADERS: &[(&str, &str)] = &[
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+    ("mcp-protocol-version", "2026-07-28"),
+    ("mcp-method", "tools/call"),
+    ("mcp-name", "up_echo"),
+];
 const UNITS_HEADERS: &[(&str, &str)] = &[
     ("content-type", "application/json"),
     ("accept", "application/json, text/event-stream"),
@@ -323,8 +334,9 @@ const UNITS_HEADERS: &[(&str, &str)] = &[
     ("mcp-name", "units_convert"),
 ];
 
-/// Registers the units module through the admin API of `server`.
-async fn register_units(server: &Server, wasm: &std::path::Path) -> anyhow::Result<()> {
+/// Registers the units module, and `upstream` as the `up` namespace, through
+/// the admin API of `server`.
+async fn register_plugins(server: &Server, wasm: &std::path::Path, upstream: &Server) -> anyhow::Result<()> {
     let bytes = std::fs::read(wasm).with_context(|| format!("reading {} (build the example first)", wasm.display()))?;
     let admin = server.url.replace("/mcp", "/admin/v1");
     let http = reqwest::Client::new();
@@ -339,6 +351,8 @@ async fn register_units(server: &Server, wasm: &std::path::Path) -> anyhow::Resu
         .await?;
     let body = serde_json::json!({"namespace": "units", "kind": "wasm", "spec": {"artifact": uploaded["sha256"]}});
     http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
+    let body = serde_json::json!({"namespace": "up", "kind": "upstream", "spec": {"url": upstream.url}});
+    http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
     Ok(())
 }
 
@@ -350,37 +364,45 @@ async fn plugin_call(
     latency_requests: usize,
 ) -> anyhow::Result<()> {
     let server = start_switchyard(&binary).await?;
-    register_units(&server, &wasm).await?;
-    load(&server, CALL, CALL_HEADERS, 2_000, concurrency).await?;
-    load(&server, UNITS_CALL, UNITS_HEADERS, 2_000, concurrency).await?;
-    let (mut builtin_runs, mut wasm_runs) = (Vec::new(), Vec::new());
+    let upstream = start_switchyard(&binary).await?;
+    register_plugins(&server, &wasm, &upstream).await?;
+    let scenarios: [(&str, &'static str, Headers); 3] = [
+        ("echo (built-in)", CALL, CALL_HEADERS),
+        ("units_convert (WASM)", UNITS_CALL, UNITS_HEADERS),
+        ("up_echo (upstream Switchyard)", UPSTREAM_CALL, UPSTREAM_HEADERS),
+    ];
+    for (_, body, headers) in scenarios {
+        load(&server, body, headers, 2_000, concurrency).await?;
+    }
+    let mut runs: [Vec<Run>; 3] = Default::default();
     for _ in 0..ROUNDS {
-        builtin_runs.push(load(&server, CALL, CALL_HEADERS, requests, concurrency).await?);
-        wasm_runs.push(load(&server, UNITS_CALL, UNITS_HEADERS, requests, concurrency).await?);
+        for (i, (_, body, headers)) in scenarios.iter().enumerate() {
+            runs[i].push(load(&server, body, headers, requests, concurrency).await?);
+        }
     }
     let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
-    let builtin = best(builtin_runs).context("at least one round")?;
-    let wasm_run = best(wasm_runs).context("at least one round")?;
-    let builtin_latency = load(&server, CALL, CALL_HEADERS, latency_requests, 1).await?;
-    let wasm_latency = load(&server, UNITS_CALL, UNITS_HEADERS, latency_requests, 1).await?;
-
     let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
-    println!("## tools/call: WASM tool vs built-in tool, one server, {requests} requests at concurrency {concurrency}\n");
-    println!("| tool | req/s | req per server CPU-s | p50 ms | p99 ms | max ms |");
-    println!("|---|---|---|---|---|---|");
-    for (name, run, latency) in
-        [("echo (built-in)", &builtin, &builtin_latency), ("units_convert (WASM)", &wasm_run, &wasm_latency)]
-    {
+    println!("## tools/call by plugin kind, one server, {requests} requests at concurrency {concurrency}\n");
+    println!("| tool | req/s | req per server CPU-s | ratio to built-in | p50 ms | p99 ms | max ms |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut builtin_rate = None;
+    for ((name, body, headers), runs) in scenarios.iter().zip(runs) {
+        let run = best(runs).context("at least one round")?;
+        let latency = load(&server, body, headers, latency_requests, 1).await?;
+        let rate = run.per_cpu_second();
+        let base = *builtin_rate.get_or_insert(rate);
         println!(
-            "| {name} | {:.0} | {:.0} | {} | {} | {} |",
+            "| {name} | {:.0} | {:.0} | {:.2} | {} | {} | {} |",
             run.per_second(),
-            run.per_cpu_second(),
+            rate,
+            rate / base,
             ms(latency.percentile(0.5)),
             ms(latency.percentile(0.99)),
             ms(latency.percentile(1.0))
         );
     }
-    let ratio = wasm_run.per_cpu_second() / builtin.per_cpu_second();
-    println!("\nratio (WASM / built-in, per server CPU-second): {ratio:.2}");
+    println!(
+        "\nServer CPU is the front server's only; an upstream call also costs the upstream's own CPU, and its wall rate shows the round trip."
+    );
     Ok(())
 }

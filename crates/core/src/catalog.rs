@@ -207,6 +207,31 @@ impl Catalog {
     pub(crate) fn change_sink(&self) -> Arc<dyn ChangeSink> {
         Arc::clone(&self.changes)
     }
+
+    /// A handle through which a plugin whose lists change outside any call
+    /// (an upstream server's own notifications) tells the catalog to rebuild.
+    /// It does not keep the catalog alive.
+    pub fn list_changes(&self) -> ListChanges {
+        ListChanges(Arc::clone(&self.changes))
+    }
+}
+
+/// See [`Catalog::list_changes`].
+#[derive(Clone)]
+pub struct ListChanges(Arc<dyn ChangeSink>);
+
+impl ListChanges {
+    /// The lists of `kind` changed: rebuild, and tell listen streams if the
+    /// published lists really differ.
+    pub async fn changed(&self, kind: ListKind) {
+        self.0.changed(kind).await;
+    }
+}
+
+impl std::fmt::Debug for ListChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListChanges").finish_non_exhaustive()
+    }
 }
 
 struct CatalogChanges(Weak<Catalog>);

@@ -9,6 +9,8 @@ use std::sync::{Arc, OnceLock};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_core::Plugin;
+use switchyard_core::catalog::ListChanges;
+use switchyard_upstream::{McpClient, OutboundPolicy, UpstreamPlugin, UpstreamSpec};
 use switchyard_wasm::{Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
 use crate::builtin;
@@ -50,11 +52,24 @@ pub struct Registration<'a> {
     pub spec: &'a Value,
 }
 
+/// Why a plugin is being built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// To check a registration before it is stored: everything must work
+    /// now (an upstream must answer), and nothing runs in the background.
+    Check,
+    /// To serve: background work starts (an upstream's list refresh), and a
+    /// dependency that is down now is retried rather than fatal.
+    Serve,
+}
+
 /// Builds plugins of every kind. The WASM runtime is created on first use,
 /// so a server without WASM plugins reserves nothing for it.
 pub struct Factory {
     wasm_config: RuntimeConfig,
     wasm: OnceLock<Arc<Runtime>>,
+    outbound: OutboundPolicy,
+    changes: ListChanges,
 }
 
 impl std::fmt::Debug for Factory {
@@ -64,9 +79,11 @@ impl std::fmt::Debug for Factory {
 }
 
 impl Factory {
-    /// A factory whose WASM plugins run with `wasm_config`.
-    pub fn new(wasm_config: RuntimeConfig) -> Self {
-        Self { wasm_config, wasm: OnceLock::new() }
+    /// A factory whose WASM plugins run with `wasm_config`, whose upstream
+    /// plugins connect under `outbound`, and whose plugins report list changes
+    /// outside calls to `changes`.
+    pub fn new(wasm_config: RuntimeConfig, outbound: OutboundPolicy, changes: ListChanges) -> Self {
+        Self { wasm_config, wasm: OnceLock::new(), outbound, changes }
     }
 
     fn wasm_runtime(&self) -> Result<&Arc<Runtime>, BuildError> {
@@ -86,6 +103,7 @@ impl Factory {
         &self,
         plugin: Registration<'_>,
         artifacts: &dyn Artifacts,
+        purpose: Purpose,
     ) -> Result<Arc<dyn Plugin>, BuildError> {
         let inner: Arc<dyn Plugin> = match plugin.kind {
             "builtin" => {
@@ -129,7 +147,16 @@ impl Factory {
                 )
             }
             "upstream" => {
-                return Err(BuildError::new("kind", "upstream MCP plugins are not available in this version yet"));
+                let spec = UpstreamSpec::parse(plugin.spec)
+                    .map_err(|e| BuildError::new(format!("spec.{}", e.field), e.reason))?;
+                let client = McpClient::new(spec, self.outbound.clone())
+                    .map_err(|(field, reason)| BuildError::new(field, reason))?;
+                let changes = (purpose == Purpose::Serve).then(|| self.changes.clone());
+                Arc::new(
+                    UpstreamPlugin::connect(plugin.id, client, changes)
+                        .await
+                        .map_err(|e| BuildError::new("spec.url", e.to_string()))?,
+                )
             }
             other => {
                 return Err(BuildError::new(

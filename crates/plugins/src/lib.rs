@@ -3,7 +3,7 @@
 //! - [`builtin`]: plugins compiled into the binary, switched on by
 //!   configuration (or registered under a namespace).
 //! - WASM: sandboxed modules, run by `switchyard-wasm`.
-//! - upstream MCP servers: not yet (#3 continues).
+//! - upstream MCP servers, through `switchyard-upstream`.
 //!
 //! [`Factory`] builds a registered plugin of any kind and publishes it under
 //! its namespace ([`Namespaced`]). This crate knows no inbound HTTP and no
@@ -14,6 +14,7 @@ pub mod builtin;
 mod factory;
 mod namespaced;
 
-pub use factory::{Artifacts, BuildError, Factory, Registration};
+pub use factory::{Artifacts, BuildError, Factory, Purpose, Registration};
 pub use namespaced::Namespaced;
+pub use switchyard_upstream::OutboundPolicy;
 pub use switchyard_wasm::RuntimeConfig as WasmConfig;

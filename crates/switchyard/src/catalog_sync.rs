@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use switchyard_bus::{Delivery, Event, NotificationBus};
 use switchyard_core::{Catalog, Plugin};
-use switchyard_plugins::{Artifacts, BuildError, Factory, Registration};
+use switchyard_plugins::{Artifacts, BuildError, Factory, Purpose, Registration};
 use switchyard_registry::{PluginRecord, Registry};
 use tokio_util::sync::CancellationToken;
 
@@ -61,14 +61,14 @@ impl CatalogSync {
     ///
     /// # Errors
     /// What is wrong with the record, by field.
-    pub async fn build(&self, record: &PluginRecord) -> Result<Arc<dyn Plugin>, BuildError> {
+    pub async fn build(&self, record: &PluginRecord, purpose: Purpose) -> Result<Arc<dyn Plugin>, BuildError> {
         let registration = Registration {
             id: &record.id,
             namespace: &record.namespace,
             kind: record.kind.as_str(),
             spec: &record.spec,
         };
-        self.factory.build(registration, &RegistryArtifacts(&self.registry)).await
+        self.factory.build(registration, &RegistryArtifacts(&self.registry), purpose).await
     }
 
     /// Brings the catalog up to the registry's current version, if it is behind.
@@ -89,7 +89,7 @@ impl CatalogSync {
                 loaded.plugins.get(&record.id).filter(|(v, _)| *v == record.version).map(|(_, p)| Arc::clone(p));
             let plugin = match reused {
                 Some(plugin) => plugin,
-                None => match self.build(record).await {
+                None => match self.build(record, Purpose::Serve).await {
                     Ok(plugin) => plugin,
                     Err(error) => {
                         // The admin API checks a plugin before storing it, so

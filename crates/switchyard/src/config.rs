@@ -60,6 +60,19 @@ pub struct RawConfig {
     /// The WASM plugin runtime.
     #[serde(default)]
     pub wasm: RawWasm,
+    /// Where upstream plugins may connect.
+    #[serde(default)]
+    pub upstream: RawUpstream,
+}
+
+/// `[upstream]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    /// Hosts upstream and token URLs may name (`*`, `*.example.com`). Default `["*"]`.
+    pub allowed_hosts: Option<StringList>,
+    /// Allow link-local and cloud metadata addresses. Default false.
+    pub allow_link_local: Option<bool>,
 }
 
 /// `[admin]`
@@ -209,6 +222,8 @@ pub struct Config {
     pub registry_sync_interval: Duration,
     /// The WASM runtime.
     pub wasm: switchyard_plugins::WasmConfig,
+    /// The outbound policy of upstream plugins.
+    pub upstream: switchyard_plugins::OutboundPolicy,
 }
 
 /// The admin API's settings. `Debug` hides the token.
@@ -365,7 +380,13 @@ impl TryFrom<RawConfig> for Config {
         if !problems.is_empty() {
             return Err(Invalid(problems));
         }
+        let upstream_defaults = switchyard_plugins::OutboundPolicy::default();
+        let upstream = switchyard_plugins::OutboundPolicy {
+            allowed_hosts: raw.upstream.allowed_hosts.map_or(upstream_defaults.allowed_hosts, StringList::into_vec),
+            allow_link_local: raw.upstream.allow_link_local.unwrap_or(upstream_defaults.allow_link_local),
+        };
         Ok(Config {
+            upstream,
             admin,
             registry_sync_interval,
             wasm,

@@ -63,7 +63,7 @@ impl Switchyard {
             .with_context(|| format!("opening the registry at {:?}", config.registry))?;
         let catalog = Catalog::new(builtins.clone(), Arc::clone(&bus), config.list_cache).await;
         let shutdown = CancellationToken::new();
-        let factory = Arc::new(Factory::new(config.wasm));
+        let factory = Arc::new(Factory::new(config.wasm, config.upstream.clone(), catalog.list_changes()));
         let catalog_sync = Arc::new(CatalogSync::new(registry.clone(), Arc::clone(&catalog), factory, builtins));
         catalog_sync.sync().await.context("loading the registered plugins")?;
         Arc::clone(&catalog_sync).spawn(&bus, config.registry_sync_interval, shutdown.clone());
@@ -167,7 +167,7 @@ impl Switchyard {
 
 impl switchyard_admin::Plugins for CatalogSync {
     fn check<'a>(&'a self, record: &'a PluginRecord) -> BoxFuture<'a, Result<Vec<Value>, BuildError>> {
-        Box::pin(async move { Ok(self.build(record).await?.tools()) })
+        Box::pin(async move { Ok(self.build(record, switchyard_plugins::Purpose::Check).await?.tools()) })
     }
 
     fn refresh(&self) -> BoxFuture<'_, Result<i64, switchyard_registry::Error>> {

@@ -1,6 +1,7 @@
-//! Test artifacts built from source: the example WASM plugins (compiled for
-//! `wasm32-wasip1` exactly as a plugin author would), and the path of the
-//! `switchyard` binary for tests that drive its command line.
+//! Test artifacts built or installed from source: the example WASM plugins
+//! (compiled for `wasm32-wasip1` exactly as a plugin author would), the path
+//! of the `switchyard` binary for tests that drive its command line, and a
+//! real 2025-era MCP server (the official Python SDK) as an upstream.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,4 +69,76 @@ pub fn switchyard_binary() -> PathBuf {
         binary.display()
     );
     binary
+}
+
+/// A 2025-era MCP server from the official Python SDK
+/// (`crates/testkit/python/legacy_server.py`), on a free loopback port;
+/// killed on drop. Its virtualenv is created in `target/python-mcp` from the
+/// pinned `requirements.lock` on first use.
+pub struct LegacyPythonServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl LegacyPythonServer {
+    /// Installs (once) and starts the server, and waits until it accepts connections.
+    ///
+    /// # Panics
+    /// When Python, pip or the server fail.
+    pub async fn start() -> Self {
+        let python = python_with_mcp();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let script = workspace().join("crates/testkit/python/legacy_server.py");
+        let child = Command::new(python)
+            .arg(script)
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the Python MCP server");
+        let server = Self { child, url: format!("http://127.0.0.1:{port}/mcp") };
+        for _ in 0..200 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return server;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("the Python MCP server did not start on port {port}");
+    }
+
+    /// Its MCP endpoint.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for LegacyPythonServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The virtualenv's python, after installing the pinned packages if needed.
+fn python_with_mcp() -> PathBuf {
+    static INSTALL: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+    let venv = workspace().join("target/python-mcp");
+    let python = venv.join("bin/python");
+    let lock = workspace().join("crates/testkit/python/requirements.lock");
+    let marker = venv.join(".installed");
+    let wanted = std::fs::read_to_string(&lock).expect("requirements.lock");
+    if std::fs::read_to_string(&marker).is_ok_and(|installed| installed == wanted) {
+        return python;
+    }
+    let run = |command: &mut Command| {
+        let output = command.output().expect("run python3");
+        assert!(output.status.success(), "{command:?} failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    };
+    run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    run(Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&lock));
+    std::fs::write(&marker, wanted).expect("write the install marker");
+    python
 }

@@ -361,3 +361,99 @@ async fn another_replica_follows_the_registry() {
     drop((one, two));
     database.remove().await;
 }
+
+/// An upstream plugin pointing at a second real Switchyard: its tools are
+/// republished under the namespace and routed, and a change on the upstream
+/// (announced on its own listen stream) reaches our listen stream.
+#[tokio::test]
+async fn an_upstream_server_is_republished_and_followed() {
+    let upstream = App::start(&[]).await;
+    let app = App::start(&[]).await;
+    let admin = Admin::of(&app);
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "platform-secret\n").unwrap();
+    let spec = json!({"url": upstream.url(), "timeout_ms": 5000,
+                      "auth": {"header": {"name": "X-Api-Key", "value_from_file": secret.path().to_str().unwrap()}}});
+    let (status, body) = admin.post("/plugins", json!({"namespace": "up", "kind": "upstream", "spec": spec})).await;
+    assert_eq!(status, 201, "{body}");
+    let client = app.client();
+    let names = tool_names(&client).await;
+    assert!(
+        names.contains(&"up_calculator_arithmetic".to_owned()) && names.contains(&"up_echo".to_owned()),
+        "{names:?}"
+    );
+    let answer = client
+        .request("tools/call", json!({"name": "up_calculator_arithmetic", "arguments": {"expression": "6*7"}}))
+        .await;
+    assert_eq!(answer.result()["structuredContent"]["result"], 42.0, "{:?}", answer.response());
+    let failing = client
+        .request("tools/call", json!({"name": "up_calculator_arithmetic", "arguments": {"expression": "1/"}}))
+        .await;
+    assert_eq!(failing.result()["isError"], true, "the upstream's tool error is relayed: {:?}", failing.response());
+
+    let upstream_admin = Admin::of(&upstream);
+    let listen = client
+        .stream(
+            "subscriptions/listen",
+            json!({ "notifications": { "toolsListChanged": true } }),
+            2,
+            Duration::from_secs(15),
+            || async {
+                let (status, body) = upstream_admin
+                    .post("/plugins", json!({"namespace": "more", "kind": "builtin", "spec": {"name": "echo"}}))
+                    .await;
+                assert_eq!(status, 201, "{body}");
+            },
+        )
+        .await;
+    assert_eq!(listen.messages.len(), 2, "{:?}", listen.messages);
+    assert_eq!(listen.messages[1]["method"], "notifications/tools/list_changed");
+    assert!(tool_names(&client).await.contains(&"up_more_echo".to_owned()));
+    let echoed =
+        client.request("tools/call", json!({"name": "up_more_echo", "arguments": {"text": "via upstream"}})).await;
+    assert_eq!(echoed.result()["content"][0]["text"], "via upstream");
+}
+
+#[tokio::test]
+async fn upstream_urls_and_secrets_are_checked_before_registering() {
+    let app = App::start(&[]).await;
+    let admin = Admin::of(&app);
+    let field = |body: &Value| body["error"]["field"].as_str().unwrap_or_default().to_owned();
+    let register = |spec: Value| admin.post("/plugins", json!({"namespace": "up", "kind": "upstream", "spec": spec}));
+    let (status, body) = register(json!({"url": "http://169.254.169.254/latest/meta-data"})).await;
+    assert_eq!((status, field(&body).as_str()), (422, "spec.url"), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("link-local"), "{body}");
+    // Nothing listens on the discard port: unreachable at registration is refused.
+    let (status, body) = register(json!({"url": "http://127.0.0.1:9/mcp", "timeout_ms": 2000})).await;
+    assert_eq!((status, field(&body).as_str()), (422, "spec.url"), "{body}");
+    let (status, body) = register(
+        json!({"url": app.url(), "auth": {"header": {"name": "X-Key", "value_from_file": "/nonexistent/secret"}}}),
+    )
+    .await;
+    assert_eq!((status, field(&body).as_str()), (422, "spec.auth.header"), "{body}");
+    assert!(!body.to_string().contains("platform-secret"));
+    let (status, body) =
+        register(json!({"url": app.url(), "auth": {"header": {"name": "X-Key", "value": "inline"}}})).await;
+    assert_eq!((status, field(&body).as_str()), (422, "spec.auth.header.value"), "{body}");
+}
+
+/// A 2025-era upstream (the official Python SDK, `initialize` and a session
+/// id): Switchyard falls back, republishes its tool, prompt and resource, and
+/// serves them to 2026-07-28 clients.
+#[tokio::test]
+async fn a_2025_era_upstream_is_reached_through_initialize() {
+    let legacy = switchyard_testkit::LegacyPythonServer::start().await;
+    let app = App::start(&[]).await;
+    let admin = Admin::of(&app);
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "py", "kind": "upstream", "spec": {"url": legacy.url()}})).await;
+    assert_eq!(status, 201, "{body}");
+    let client = app.client();
+    assert!(tool_names(&client).await.contains(&"py_add".to_owned()));
+    let sum = client.request("tools/call", json!({"name": "py_add", "arguments": {"a": 20, "b": 22}})).await;
+    assert_eq!(sum.result()["content"][0]["text"], "42", "{:?}", sum.response());
+    let prompt = client.request("prompts/get", json!({"name": "py_greet", "arguments": {"name": "Ada"}})).await;
+    assert_eq!(prompt.result()["messages"][0]["content"]["text"], "Hello, Ada!", "{:?}", prompt.response());
+    let read = client.request("resources/read", json!({"uri": "legacy://motd"})).await;
+    assert_eq!(read.result()["contents"][0]["text"], "legacy says hi", "{:?}", read.response());
+}

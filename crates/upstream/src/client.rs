@@ -1,0 +1,477 @@
+//! [`McpClient`]: requests to an upstream MCP server, in whichever era it speaks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+use switchyard_protocol::{headers, meta, version};
+use tokio::sync::Mutex;
+
+use crate::outbound::OutboundPolicy;
+use crate::spec::{Credentials, UpstreamSpec};
+use crate::sse::SseBuffer;
+
+/// The protocol revision we ask a legacy upstream for.
+const LEGACY_VERSION: &str = "2025-11-25";
+
+/// How an upstream request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    /// The upstream could not be reached, or answered with something that is not MCP.
+    #[error("upstream unreachable: {0}")]
+    Transport(String),
+    /// No answer within the deadline.
+    #[error("upstream did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The upstream answered with a JSON-RPC error.
+    #[error("upstream error {code}: {message}")]
+    Rpc {
+        /// The JSON-RPC code.
+        code: i64,
+        /// The upstream's message.
+        message: String,
+    },
+    /// Our credentials could not be obtained, or the upstream refused them.
+    #[error("upstream credentials: {0}")]
+    Credentials(String),
+}
+
+/// Which revision the upstream speaks, learned on first contact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Era {
+    Unknown,
+    /// 2026-07-28: stateless, `_meta` on every request.
+    Stateless,
+    /// 2025 and before: `initialize`, then a session id if the server minted one.
+    Session {
+        version: String,
+        session: Option<String>,
+    },
+}
+
+/// An access token from the client-credentials grant, with its expiry.
+struct Token {
+    value: String,
+    refresh_at: Instant,
+}
+
+/// A client of one upstream MCP server.
+pub struct McpClient {
+    http: reqwest::Client,
+    spec: UpstreamSpec,
+    policy: OutboundPolicy,
+    era: Mutex<Era>,
+    token: Mutex<Option<Token>>,
+    /// The static header, resolved once.
+    header: Option<(HeaderName, HeaderValue)>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient").field("url", &self.spec.url.as_str()).finish_non_exhaustive()
+    }
+}
+
+impl McpClient {
+    /// A client for `spec` under `policy`. Secrets are read now.
+    ///
+    /// # Errors
+    /// A refused URL or an unreadable secret, as `(field, reason)`.
+    pub fn new(spec: UpstreamSpec, policy: OutboundPolicy) -> Result<Arc<Self>, (String, String)> {
+        policy.check_url(&spec.url).map_err(|e| ("spec.url".to_owned(), e))?;
+        let header = match &spec.credentials {
+            Credentials::Header { name, value } => {
+                let secret = value.resolve().map_err(|e| ("spec.auth.header".to_owned(), e))?;
+                let name = HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|e| ("spec.auth.header.name".to_owned(), e.to_string()))?;
+                let mut value = HeaderValue::from_str(&secret).map_err(|_| {
+                    ("spec.auth.header".to_owned(), "the secret is not a valid header value".to_owned())
+                })?;
+                value.set_sensitive(true);
+                Some((name, value))
+            }
+            Credentials::ClientCredentials { token_url, client_secret, .. } => {
+                let url = reqwest::Url::parse(token_url)
+                    .map_err(|e| ("spec.auth.client_credentials.token_url".to_owned(), e.to_string()))?;
+                policy.check_url(&url).map_err(|e| ("spec.auth.client_credentials.token_url".to_owned(), e))?;
+                client_secret.resolve().map_err(|e| ("spec.auth.client_credentials".to_owned(), e))?;
+                None
+            }
+            Credentials::None => None,
+        };
+        let http = reqwest::Client::builder()
+            // A proxy would connect where our DNS check cannot see; a redirect
+            // could lead anywhere. Neither is followed.
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(policy.resolver())
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ("spec.url".to_owned(), e.to_string()))?;
+        Ok(Arc::new(Self {
+            http,
+            spec,
+            policy,
+            era: Mutex::new(Era::Unknown),
+            token: Mutex::new(None),
+            header,
+            next_id: AtomicU64::new(1),
+        }))
+    }
+
+    /// The spec this client was built from.
+    pub fn spec(&self) -> &UpstreamSpec {
+        &self.spec
+    }
+
+    /// Whether the upstream speaks the stateless revision (after first contact).
+    pub async fn is_stateless(&self) -> bool {
+        *self.era.lock().await == Era::Stateless
+    }
+
+    /// Sends `method` and returns its result. `name` goes into `Mcp-Name`,
+    /// `extra` are further headers (`Mcp-Param-*`). The deadline is the
+    /// sooner of `deadline` and the spec's timeout.
+    ///
+    /// # Errors
+    /// See [`CallError`].
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        name: Option<&str>,
+        extra: &[(String, String)],
+        deadline: Option<Instant>,
+    ) -> Result<Value, CallError> {
+        let timeout =
+            deadline.map_or(self.spec.timeout, |d| d.saturating_duration_since(Instant::now()).min(self.spec.timeout));
+        tokio::time::timeout(timeout, self.request_in_era(method, params, name, extra))
+            .await
+            .unwrap_or(Err(CallError::Timeout(timeout)))
+    }
+
+    async fn request_in_era(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        name: Option<&str>,
+        extra: &[(String, String)],
+    ) -> Result<Value, CallError> {
+        let era = self.era().await?;
+        let outcome = self.send(&era, method, params.clone(), name, extra).await;
+        match (&era, outcome) {
+            // A legacy session the upstream forgot (restart, expiry): start another, once.
+            (Era::Session { session: Some(_), .. }, Err(CallError::Transport(why))) if why.contains("404") => {
+                *self.era.lock().await = Era::Unknown;
+                let era = self.era().await?;
+                self.send(&era, method, params, name, extra).await
+            }
+            (_, outcome) => outcome,
+        }
+    }
+
+    /// Learns the era on first use: `server/discover` first; a server that
+    /// does not know it (or the stateless revision) gets `initialize`.
+    async fn era(&self) -> Result<Era, CallError> {
+        let mut era = self.era.lock().await;
+        if *era != Era::Unknown {
+            return Ok(era.clone());
+        }
+        match self.send(&Era::Stateless, "server/discover", Map::new(), None, &[]).await {
+            Ok(_) => *era = Era::Stateless,
+            Err(CallError::Rpc { .. } | CallError::Transport(_)) => *era = self.initialize().await?,
+            Err(other) => return Err(other),
+        }
+        tracing::debug!(upstream = %self.spec.url, era = ?*era, "upstream protocol learned");
+        Ok(era.clone())
+    }
+
+    async fn initialize(&self) -> Result<Era, CallError> {
+        let params = json!({
+            "protocolVersion": LEGACY_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "switchyard", "version": env!("CARGO_PKG_VERSION")}
+        });
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "initialize", "params": params});
+        let fresh = Era::Session { version: LEGACY_VERSION.into(), session: None };
+        let (response, session) = self.post(&fresh, "initialize", None, &[], &body).await?;
+        let result = Self::result(response)?;
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .filter(|v| version::LEGACY.contains(v))
+            .ok_or_else(|| {
+                CallError::Transport(format!(
+                    "initialize answered an unsupported protocolVersion: {}",
+                    result.get("protocolVersion").unwrap_or(&Value::Null)
+                ))
+            })?
+            .to_owned();
+        let era = Era::Session { version, session };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.post(&era, "notifications/initialized", None, &[], &initialized).await?;
+        Ok(era)
+    }
+
+    fn id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    async fn send(
+        &self,
+        era: &Era,
+        method: &str,
+        mut params: Map<String, Value>,
+        name: Option<&str>,
+        extra: &[(String, String)],
+    ) -> Result<Value, CallError> {
+        if *era == Era::Stateless {
+            params.insert(
+                meta::META.into(),
+                json!({ meta::PROTOCOL_VERSION: version::LATEST, meta::CLIENT_CAPABILITIES: {} }),
+            );
+        }
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
+        let (response, _) = self.post(era, method, name, extra, &body).await?;
+        Self::result(response)
+    }
+
+    fn result(response: Value) -> Result<Value, CallError> {
+        if let Some(error) = response.get("error") {
+            return Err(CallError::Rpc {
+                code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+                message: error.get("message").and_then(Value::as_str).unwrap_or("no message").to_owned(),
+            });
+        }
+        response.get("result").cloned().ok_or_else(|| CallError::Transport("a response without result or error".into()))
+    }
+
+    /// Headers every request carries: content negotiation, the revision, and our credentials.
+    async fn headers(&self, era: &Era, method: &str, name: Option<&str>) -> Result<HeaderMap, CallError> {
+        let mut map = HeaderMap::new();
+        map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        map.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        let value = |s: &str| {
+            HeaderValue::from_str(s).map_err(|_| CallError::Transport(format!("{s:?} cannot be sent in a header")))
+        };
+        match era {
+            Era::Stateless | Era::Unknown => {
+                map.insert(headers::PROTOCOL_VERSION, HeaderValue::from_static(version::LATEST));
+                map.insert(headers::METHOD, value(method)?);
+                if let Some(name) = name {
+                    map.insert(headers::NAME, value(&headers::encode_value(name))?);
+                }
+            }
+            Era::Session { version, session } => {
+                if method != "initialize" {
+                    map.insert(headers::PROTOCOL_VERSION, value(version)?);
+                }
+                if let Some(session) = session {
+                    map.insert(headers::SESSION_ID, value(session)?);
+                }
+            }
+        }
+        if let Some((name, value)) = &self.header {
+            map.insert(name.clone(), value.clone());
+        }
+        if let Some(token) = self.access_token().await? {
+            let mut bearer = value(&format!("Bearer {token}"))?;
+            bearer.set_sensitive(true);
+            map.insert(reqwest::header::AUTHORIZATION, bearer);
+        }
+        Ok(map)
+    }
+
+    /// POSTs one message; returns the response to it (matched by id; `Null`
+    /// for a notification) and any session id the upstream minted.
+    async fn post(
+        &self,
+        era: &Era,
+        method: &str,
+        name: Option<&str>,
+        extra: &[(String, String)],
+        body: &Value,
+    ) -> Result<(Value, Option<String>), CallError> {
+        let mut request_headers = self.headers(era, method, name).await?;
+        for (key, value) in extra {
+            if let (Ok(key), Ok(value)) = (HeaderName::from_bytes(key.as_bytes()), HeaderValue::from_str(value)) {
+                request_headers.insert(key, value);
+            }
+        }
+        let response = self
+            .http
+            .post(self.spec.url.clone())
+            .headers(request_headers)
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| CallError::Transport(error_chain(&e)))?;
+        let status = response.status();
+        let session = response.headers().get(headers::SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+            *self.token.lock().await = None; // fetch a fresh token next time
+            return Err(CallError::Credentials(format!("the upstream answered {status}")));
+        }
+        if body.get("id").is_none() {
+            return if status.is_success() {
+                Ok((Value::Null, session))
+            } else {
+                Err(CallError::Transport(format!("HTTP {status}")))
+            };
+        }
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let id = &body["id"];
+        if is_sse {
+            let mut events = SseBuffer::default();
+            let mut stream = response.bytes_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| CallError::Transport(error_chain(&e)))?;
+                // Progress, log messages and server requests on the stream are not
+                // relayed (yet); only the response to our request matters.
+                if let Some(reply) =
+                    events.push(&chunk).into_iter().find(|m| &m["id"] == id && m.get("method").is_none())
+                {
+                    return Ok((reply, session));
+                }
+            }
+            return Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")));
+        }
+        let bytes = response.bytes().await.map_err(|e| CallError::Transport(error_chain(&e)))?;
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(reply) if reply.get("result").is_some() || reply.get("error").is_some() => Ok((reply, session)),
+            _ => Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response"))),
+        }
+    }
+
+    /// The client-credentials token, fetched or refreshed when due.
+    async fn access_token(&self) -> Result<Option<String>, CallError> {
+        let Credentials::ClientCredentials { token_url, client_id, client_secret, scope, resource } =
+            &self.spec.credentials
+        else {
+            return Ok(None);
+        };
+        let mut token = self.token.lock().await;
+        if let Some(current) = token.as_ref().filter(|t| Instant::now() < t.refresh_at) {
+            return Ok(Some(current.value.clone()));
+        }
+        let secret = client_secret.resolve().map_err(CallError::Credentials)?;
+        let mut form = vec![
+            ("grant_type", "client_credentials"),
+            ("client_id", client_id.as_str()),
+            ("client_secret", secret.as_str()),
+        ];
+        if let Some(scope) = scope {
+            form.push(("scope", scope));
+        }
+        if let Some(resource) = resource {
+            form.push(("resource", resource));
+        }
+        let url = reqwest::Url::parse(token_url).map_err(|e| CallError::Credentials(e.to_string()))?;
+        self.policy.check_url(&url).map_err(CallError::Credentials)?;
+        let response = self
+            .http
+            .post(url)
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(ACCEPT, "application/json")
+            .body(form_urlencode(&form))
+            .send()
+            .await
+            .map_err(|e| CallError::Credentials(format!("token endpoint unreachable: {}", error_chain(&e))))?;
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        let Some(value) = answer.get("access_token").and_then(Value::as_str).filter(|_| status.is_success()) else {
+            // The error code only: the body may echo what we sent.
+            let code = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
+            return Err(CallError::Credentials(format!("token endpoint answered {status}: {code}")));
+        };
+        let lifetime = Duration::from_secs(answer.get("expires_in").and_then(Value::as_u64).unwrap_or(300));
+        // Refresh a little early, so a token never expires in flight.
+        let refresh_at =
+            Instant::now() + lifetime.saturating_sub(lifetime.min(Duration::from_secs(30)).max(lifetime / 10));
+        *token = Some(Token { value: value.to_owned(), refresh_at });
+        Ok(Some(value.to_owned()))
+    }
+
+    /// Opens the upstream's `subscriptions/listen` stream for list changes
+    /// and calls `on_change` with each notification's method, until the
+    /// stream ends. Only for stateless upstreams.
+    ///
+    /// # Errors
+    /// When the stream cannot be opened or breaks.
+    pub async fn listen(&self, mut on_change: impl FnMut(&str)) -> Result<(), CallError> {
+        let era = Era::Stateless;
+        let params = json!({
+            "notifications": {"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true},
+            "_meta": { meta::PROTOCOL_VERSION: version::LATEST, meta::CLIENT_CAPABILITIES: {} }
+        });
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "subscriptions/listen", "params": params});
+        let response = self
+            .http
+            .post(self.spec.url.clone())
+            .headers(self.headers(&era, "subscriptions/listen", None).await?)
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| CallError::Transport(error_chain(&e)))?;
+        if !response.status().is_success() {
+            return Err(CallError::Transport(format!("listen answered HTTP {}", response.status())));
+        }
+        let mut events = SseBuffer::default();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| CallError::Transport(error_chain(&e)))?;
+            for message in events.push(&chunk) {
+                if let Some(method) = message.get("method").and_then(Value::as_str) {
+                    on_change(method);
+                } else if message.get("id") == Some(&body["id"]) {
+                    return Ok(()); // the listen result: the upstream is shutting the stream
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn form_urlencode(pairs: &[(&str, &str)]) -> String {
+    let encode = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+                b' ' => "+".into(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    pairs.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&")
+}
+
+/// An error and its causes, one line (reqwest hides the cause of a connect failure).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_encoding() {
+        assert_eq!(form_urlencode(&[("a", "b c"), ("s", "x&y=z/")]), "a=b+c&s=x%26y%3Dz%2F");
+    }
+}

@@ -1,0 +1,34 @@
+//! The upstream MCP plugin kind: a remote Streamable HTTP MCP server whose
+//! tools, resources and prompts Switchyard republishes (under the plugin's
+//! namespace, which `plugins::Namespaced` adds).
+//!
+//! - [`McpClient`] speaks 2026-07-28 (stateless, `_meta` on every request,
+//!   `server/discover`), and falls back to the 2025 `initialize` era (a
+//!   session id, `notifications/initialized`) when the upstream does not know
+//!   the stateless revision. Answers may be JSON or SSE.
+//! - [`UpstreamPlugin`] caches the upstream's lists for their `ttlMs` (or the
+//!   spec's `list_ttl_ms`), refreshes them when the upstream's own
+//!   `subscriptions/listen` stream says they changed, and routes calls with a
+//!   timeout and clear errors.
+//! - Credentials are the platform's own ([`Credentials`]: a static header, or
+//!   OAuth client credentials fetched and refreshed here), read from the
+//!   environment or a file, never from the registry. A client's token is never
+//!   passed upstream: nothing from the inbound request but the call's own
+//!   arguments reaches the upstream.
+//! - [`OutboundPolicy`]: upstream and token URLs must name an allowed host;
+//!   link-local and cloud metadata addresses are refused unless allowed,
+//!   checked on the literal URL and on every address DNS returns; no proxy,
+//!   no redirects.
+//!
+//! This crate knows no inbound HTTP and no SQL.
+
+mod client;
+mod outbound;
+mod plugin;
+mod spec;
+mod sse;
+
+pub use client::{CallError, McpClient};
+pub use outbound::OutboundPolicy;
+pub use plugin::UpstreamPlugin;
+pub use spec::{Credentials, SecretRef, SpecError, UpstreamSpec};
