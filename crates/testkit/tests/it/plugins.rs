@@ -457,3 +457,24 @@ async fn a_2025_era_upstream_is_reached_through_initialize() {
     let read = client.request("resources/read", json!({"uri": "legacy://motd"})).await;
     assert_eq!(read.result()["contents"][0]["text"], "legacy says hi", "{:?}", read.response());
 }
+
+#[tokio::test]
+async fn the_admin_api_can_have_its_own_port() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let bind = format!("127.0.0.1:{port}");
+    let app = App::start(&[("SWITCHYARD_ADMIN__BIND", &bind)]).await;
+    let http = reqwest::Client::new();
+    let mut on_admin_port = None;
+    for _ in 0..100 {
+        if let Ok(response) = http.get(format!("http://{bind}/admin/v1/plugins")).send().await {
+            on_admin_port = Some(response.status());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(on_admin_port, Some(reqwest::StatusCode::OK));
+    let on_main_port = http.get(format!("{}/plugins", app.admin_url())).send().await.unwrap();
+    assert_eq!(on_main_port.status(), 404, "the admin API is only on its own port");
+    let mcp_on_admin_port = http.post(format!("http://{bind}/mcp")).body("{}").send().await.unwrap();
+    assert_eq!(mcp_on_admin_port.status(), 404, "and MCP is not there");
+}
