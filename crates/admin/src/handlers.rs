@@ -149,7 +149,19 @@ pub(crate) struct Version {
     version: i64,
 }
 
-async fn set_enabled(state: State, actor: Actor, id: String, headers: HeaderMap, body: Bytes, enabled: bool) -> Answer {
+/// `POST /plugins/{id}/enable` and `/disable`.
+pub(crate) async fn switch(
+    Extract(state): Extract<State>,
+    Extension(actor): Extension<Actor>,
+    Path((id, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let enabled = match action.as_str() {
+        "enable" => true,
+        "disable" => false,
+        _ => return Ok(not_found().await),
+    };
     let request: Version = json_body(&headers, &body)?;
     if enabled {
         // A plugin enabled later must still build, and its names still be free.
@@ -159,26 +171,6 @@ async fn set_enabled(state: State, actor: Actor, id: String, headers: HeaderMap,
     tracing::info!(plugin = %id, enabled, actor = actor.0, "plugin switched");
     announce(&state).await;
     Ok(Json(record).into_response())
-}
-
-pub(crate) async fn enable(
-    Extract(state): Extract<State>,
-    Extension(actor): Extension<Actor>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Answer {
-    set_enabled(state, actor, id, headers, body, true).await
-}
-
-pub(crate) async fn disable(
-    Extract(state): Extract<State>,
-    Extension(actor): Extension<Actor>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Answer {
-    set_enabled(state, actor, id, headers, body, false).await
 }
 
 #[derive(Deserialize)]

@@ -8,6 +8,19 @@ use switchyard_protocol::ErrorObject;
 use crate::plugin::PluginError;
 use crate::state::OpenError;
 
+/// An error and its causes on one line, `outer: cause: root`: many errors
+/// (reqwest's, sqlx's) hide the cause that explains them.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// What can go wrong while serving one request.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

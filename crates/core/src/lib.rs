@@ -10,7 +10,8 @@
 //! # Layout
 //! - [`server`]: [`Server`], the entry point: `prepare` (era, `_meta`, version)
 //!   then `execute` (dispatch by [`Method`](switchyard_protocol::Method)).
-//! - [`plugin`]: the [`Plugin`] trait that every kind of plugin implements.
+//! - [`plugin`]: the [`Plugin`] trait that every kind of plugin implements;
+//!   [`plugin_spec`]: what their spec parsers share.
 //! - [`catalog`]: the current snapshot of what the plugins offer, rebuilt on change.
 //! - [`schema`]: JSON Schema 2020-12 compilation, bounded and offline.
 //! - [`state`]: sealing and opening MRTR `requestState`.
@@ -24,6 +25,7 @@ pub mod catalog;
 pub mod error;
 pub mod listen;
 pub mod plugin;
+pub mod plugin_spec;
 pub mod schema;
 pub mod server;
 pub mod state;

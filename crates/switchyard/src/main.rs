@@ -108,7 +108,7 @@ async fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(error) => {
-                    eprintln!("switchyard: {}", error_chain(&error));
+                    eprintln!("switchyard: {}", switchyard_core::error::chain(&error));
                     ExitCode::FAILURE
                 }
             };
@@ -148,18 +148,6 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// An error and its causes, one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {

@@ -310,7 +310,7 @@ impl McpClient {
             .body(body.to_string())
             .send()
             .await
-            .map_err(|e| CallError::Transport(error_chain(&e)))?;
+            .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
         let status = response.status();
         let session = response.headers().get(headers::SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
@@ -334,7 +334,7 @@ impl McpClient {
             let mut events = SseBuffer::default();
             let mut stream = response.bytes_stream();
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| CallError::Transport(error_chain(&e)))?;
+                let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
                 // Progress, log messages and server requests on the stream are not
                 // relayed (yet); only the response to our request matters.
                 if let Some(reply) =
@@ -345,7 +345,7 @@ impl McpClient {
             }
             return Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")));
         }
-        let bytes = response.bytes().await.map_err(|e| CallError::Transport(error_chain(&e)))?;
+        let bytes = response.bytes().await.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(reply) if reply.get("result").is_some() || reply.get("error").is_some() => Ok((reply, session)),
             _ => Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response"))),
@@ -385,7 +385,9 @@ impl McpClient {
             .body(form_urlencode(&form))
             .send()
             .await
-            .map_err(|e| CallError::Credentials(format!("token endpoint unreachable: {}", error_chain(&e))))?;
+            .map_err(|e| {
+                CallError::Credentials(format!("token endpoint unreachable: {}", switchyard_core::error::chain(&e)))
+            })?;
         let status = response.status();
         let answer: Value = response.json().await.unwrap_or(Value::Null);
         let Some(value) = answer.get("access_token").and_then(Value::as_str).filter(|_| status.is_success()) else {
@@ -421,14 +423,14 @@ impl McpClient {
             .body(body.to_string())
             .send()
             .await
-            .map_err(|e| CallError::Transport(error_chain(&e)))?;
+            .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
         if !response.status().is_success() {
             return Err(CallError::Transport(format!("listen answered HTTP {}", response.status())));
         }
         let mut events = SseBuffer::default();
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| CallError::Transport(error_chain(&e)))?;
+            let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
             for message in events.push(&chunk) {
                 if let Some(method) = message.get("method").and_then(Value::as_str) {
                     on_change(method);
@@ -452,18 +454,6 @@ fn form_urlencode(pairs: &[(&str, &str)]) -> String {
             .collect::<String>()
     };
     pairs.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&")
-}
-
-/// An error and its causes, one line (reqwest hides the cause of a connect failure).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -4,19 +4,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-/// A field of the spec is wrong. `field` is a path inside the spec.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct SpecError {
-    /// Where, e.g. `auth.header.name`.
-    pub field: String,
-    /// Why.
-    pub reason: String,
-}
-
-fn invalid(field: &str, reason: impl Into<String>) -> SpecError {
-    SpecError { field: field.to_owned(), reason: reason.into() }
-}
+pub use switchyard_core::plugin_spec::SpecError;
+use switchyard_core::plugin_spec::{invalid, only_known};
 
 /// Where a secret is read from when the plugin is built. Secrets are never
 /// stored in the registry (which every admin can read) nor logged.
@@ -189,15 +178,6 @@ fn secret(object: &Map<String, Value>, prefix: &str, key: &str) -> Result<Secret
                 "give exactly one of {key}_from_env (a variable name) or {key}_from_file (an absolute path); secrets are not stored in the registry"
             ),
         )),
-    }
-}
-
-fn only_known(object: &Map<String, Value>, prefix: &str, known: &[&str]) -> Result<(), SpecError> {
-    match object.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(unknown) => {
-            Err(invalid(&format!("{prefix}{unknown}"), format!("is not a known field (known: {})", known.join(", "))))
-        }
-        None => Ok(()),
     }
 }
 

@@ -4,19 +4,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// A field of the spec is wrong. `field` is a JSON path inside the spec.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct SpecError {
-    /// Where, e.g. `limits.memory_mib`.
-    pub field: String,
-    /// Why.
-    pub reason: String,
-}
-
-fn invalid(field: &str, reason: impl Into<String>) -> SpecError {
-    SpecError { field: field.to_owned(), reason: reason.into() }
-}
+pub use switchyard_core::plugin_spec::SpecError;
+use switchyard_core::plugin_spec::{invalid, only_known};
 
 /// A WASM plugin's spec:
 ///
@@ -166,15 +155,6 @@ impl WasmSpec {
             }
         }
         Ok(Self { artifact: artifact.to_owned(), limits, grants })
-    }
-}
-
-fn only_known(object: &serde_json::Map<String, Value>, prefix: &str, known: &[&str]) -> Result<(), SpecError> {
-    match object.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(unknown) => {
-            Err(invalid(&format!("{prefix}{unknown}"), format!("is not a known field (known: {})", known.join(", "))))
-        }
-        None => Ok(()),
     }
 }
 

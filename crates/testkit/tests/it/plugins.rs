@@ -43,6 +43,27 @@ async fn until_tools(client: &Client, patience: Duration, condition: impl Fn(&[S
     }
 }
 
+/// Opens a tools listen stream on `listener`, registers `plugin` through
+/// `admin` once the stream is acknowledged, and returns what the stream got
+/// (the acknowledgement and, if all went well, `tools/list_changed`).
+async fn register_while_listening(listener: &Client, admin: &Admin, plugin: Value) -> Vec<Value> {
+    let reply = listener
+        .stream(
+            "subscriptions/listen",
+            json!({ "notifications": { "toolsListChanged": true } }),
+            2,
+            Duration::from_secs(15),
+            || async {
+                let (status, body) = admin.post("/plugins", plugin).await;
+                assert_eq!(status, 201, "{body}");
+            },
+        )
+        .await;
+    assert_eq!(reply.messages.len(), 2, "{:?}", reply.messages);
+    assert_eq!(reply.messages[1]["method"], "notifications/tools/list_changed");
+    reply.messages
+}
+
 /// The example module `name` in a file, as a plugin author has it.
 fn write_module(name: &str) -> tempfile::TempPath {
     let file = tempfile::Builder::new().suffix(".wasm").tempfile().unwrap();
@@ -338,23 +359,12 @@ async fn another_replica_follows_the_registry() {
     let env = [("SWITCHYARD_DATABASE_URL", database.url()), ("SWITCHYARD_REGISTRY__SYNC_INTERVAL", "200ms")];
     let (one, two) = (App::start(&env).await, App::start(&env).await);
     let admin = Admin::of(&one);
-    let listener = two.client();
-    let listen = listener
-        .stream(
-            "subscriptions/listen",
-            json!({ "notifications": { "toolsListChanged": true } }),
-            2,
-            Duration::from_secs(10),
-            || async {
-                let (status, body) = admin
-                    .post("/plugins", json!({"namespace": "more", "kind": "builtin", "spec": {"name": "echo"}}))
-                    .await;
-                assert_eq!(status, 201, "{body}");
-            },
-        )
-        .await;
-    assert_eq!(listen.messages.len(), 2, "{:?}", listen.messages);
-    assert_eq!(listen.messages[1]["method"], "notifications/tools/list_changed");
+    register_while_listening(
+        &two.client(),
+        &admin,
+        json!({"namespace": "more", "kind": "builtin", "spec": {"name": "echo"}}),
+    )
+    .await;
     let names =
         until_tools(&two.client(), Duration::from_secs(5), |names| names.contains(&"more_echo".to_owned())).await;
     assert!(names.contains(&"more_echo".to_owned()), "{names:?}");
@@ -391,23 +401,8 @@ async fn an_upstream_server_is_republished_and_followed() {
         .await;
     assert_eq!(failing.result()["isError"], true, "the upstream's tool error is relayed: {:?}", failing.response());
 
-    let upstream_admin = Admin::of(&upstream);
-    let listen = client
-        .stream(
-            "subscriptions/listen",
-            json!({ "notifications": { "toolsListChanged": true } }),
-            2,
-            Duration::from_secs(15),
-            || async {
-                let (status, body) = upstream_admin
-                    .post("/plugins", json!({"namespace": "more", "kind": "builtin", "spec": {"name": "echo"}}))
-                    .await;
-                assert_eq!(status, 201, "{body}");
-            },
-        )
-        .await;
-    assert_eq!(listen.messages.len(), 2, "{:?}", listen.messages);
-    assert_eq!(listen.messages[1]["method"], "notifications/tools/list_changed");
+    let more = json!({"namespace": "more", "kind": "builtin", "spec": {"name": "echo"}});
+    register_while_listening(&client, &Admin::of(&upstream), more).await;
     assert!(tool_names(&client).await.contains(&"up_more_echo".to_owned()));
     let echoed =
         client.request("tools/call", json!({"name": "up_more_echo", "arguments": {"text": "via upstream"}})).await;
