@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+mod wasm_call;
+
 #[derive(Parser)]
 struct Cli {
     #[command(subcommand)]
@@ -66,6 +68,15 @@ enum Scenario {
         #[arg(long, default_value_t = 2_000)]
         latency_requests: usize,
     },
+    /// One WASM call in process (no HTTP): the host's floor and the units example.
+    WasmCall {
+        /// The units example module.
+        #[arg(long, default_value = "target/wasm32-wasip1/wasm-guest/switchyard_example_units.wasm")]
+        wasm: PathBuf,
+        /// Sequential calls per measurement.
+        #[arg(long, default_value_t = 3_000)]
+        calls: u32,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -75,6 +86,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::ToolsCall { switchyard, requests, concurrency, latency_requests } => {
             runtime.block_on(tools_call(switchyard, requests, concurrency, latency_requests))
         }
+        Scenario::WasmCall { wasm, calls } => runtime.block_on(wasm_call::wasm_call(&wasm, calls)),
         Scenario::PluginCall { switchyard, wasm, requests, concurrency, latency_requests } => {
             runtime.block_on(plugin_call(switchyard, wasm, requests, concurrency, latency_requests))
         }
