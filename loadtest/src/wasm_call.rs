@@ -26,7 +26,12 @@ fn empty_module() -> Vec<u8> {
     .into_bytes()
 }
 
-async fn per_call(runtime: &std::sync::Arc<Runtime>, bytes: Vec<u8>, tool: &str, calls: u32) -> anyhow::Result<Duration> {
+async fn per_call(
+    runtime: &std::sync::Arc<Runtime>,
+    bytes: Vec<u8>,
+    tool: &str,
+    calls: u32,
+) -> anyhow::Result<Duration> {
     let sha: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     let module = runtime.compile(&sha, bytes).await?;
     let spec = WasmSpec::parse(&json!({"artifact": sha}), 256 << 20)?;
@@ -44,7 +49,8 @@ async fn per_call(runtime: &std::sync::Arc<Runtime>, bytes: Vec<u8>, tool: &str,
 }
 
 pub(crate) async fn wasm_call(units: &Path, calls: u32) -> anyhow::Result<()> {
-    let units = std::fs::read(units).with_context(|| format!("reading {} (build the example first)", units.display()))?;
+    let units =
+        std::fs::read(units).with_context(|| format!("reading {} (build the example first)", units.display()))?;
     println!("## one WASM tool call in process, no HTTP, {calls} sequential calls\n");
     println!("| allocator | empty module (host floor) | units_convert |");
     println!("|---|---|---|");

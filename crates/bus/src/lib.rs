@@ -4,18 +4,20 @@
 //!
 //! This crate knows no HTTP, no JSON-RPC ids and no listen streams: it moves
 //! [`Event`]s. `core`'s listen hub subscribes once per process and fans events
-//! out to its local streams; that split is what lets a Redis implementation
-//! (TODO(#5)) slot in without touching anything above it.
+//! out to its local streams; that split is what lets [`RedisBus`] carry events
+//! between replicas without touching anything above it.
 //!
 //! Even a single process publishes through the bus, so the one-replica path is
 //! the same path that scales out.
 
 mod memory;
+mod redis;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 pub use memory::InMemoryBus;
+pub use redis::{RedisBus, RedisConfig};
 
 /// Something that changed, as every replica needs to hear it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +50,20 @@ pub enum Event {
         /// The URI that changed.
         uri: String,
     },
+    /// The bus was cut off from other replicas and is back: events may have
+    /// been missed, so whoever keeps state derived from them compares it
+    /// afresh. Local only.
+    BusReconnected,
+}
+
+impl Event {
+    /// Whether other replicas need this event. A list change is not sent:
+    /// every replica derives its catalog from the registry and announces its
+    /// own changes to its own streams (so a client hears one `list_changed`
+    /// per change, not one per replica); the registry change that causes it is.
+    pub fn crosses_replicas(&self) -> bool {
+        matches!(self, Self::RegistryChanged { .. } | Self::ResourceUpdated { .. })
+    }
 }
 
 /// The ways a bus can fail.
@@ -56,6 +72,9 @@ pub enum Error {
     /// The bus has no subscribers and is shutting down.
     #[error("the bus is closed")]
     Closed,
+    /// The event was delivered locally but could not be sent to other replicas.
+    #[error("could not reach the other replicas: {0}")]
+    Transport(String),
 }
 
 /// A crate-local result.

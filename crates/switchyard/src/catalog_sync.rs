@@ -4,8 +4,8 @@
 //! A sync reads the registry's catalog version first and the records second,
 //! so a change landing in between is caught by the next sync, never lost.
 //! Syncs run when the bus says the registry changed (`RegistryChanged`, which
-//! the admin API publishes), when the bus subscription lagged, and on a
-//! timer, so that a replica that missed an event (a Redis outage, another
+//! the admin API publishes), when the bus subscription lagged or the bus
+//! reconnected to the other replicas, and on a timer, so that a replica that missed an event (a Redis outage, another
 //! process writing the database) still converges. A plugin whose record did
 //! not change keeps its running instance (a compiled module, a connection).
 
@@ -129,7 +129,8 @@ impl CatalogSync {
                         Some(Delivery::Event(Event::RegistryChanged { registry_version })) => {
                             self.state.lock().await.version.is_none_or(|v| v < registry_version)
                         }
-                        Some(Delivery::Lagged { .. }) => true,
+                        // Events may have been missed: compare versions afresh.
+                        Some(Delivery::Lagged { .. } | Delivery::Event(Event::BusReconnected)) => true,
                         Some(Delivery::Event(_)) => false,
                         None => return,
                     },

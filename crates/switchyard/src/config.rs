@@ -36,6 +36,11 @@ pub struct RawConfig {
     /// The registry database: `sqlite://PATH` or `postgres://…`. Default
     /// `sqlite://switchyard.db` (created on first run).
     pub database_url: Option<String>,
+    /// Redis for the bus across replicas: `redis://host:6379`. Default none
+    /// (the in-process bus: one replica).
+    pub redis_url: Option<String>,
+    /// Prefix of Switchyard's Redis channel names. Default `switchyard:`.
+    pub redis_prefix: Option<String>,
     /// MCP server settings.
     #[serde(default)]
     pub server: RawServer,
@@ -206,6 +211,8 @@ pub struct Config {
     pub log: String,
     /// The registry database.
     pub registry: switchyard_registry::Config,
+    /// Redis for the bus, when several replicas run.
+    pub redis: Option<switchyard_bus::RedisConfig>,
     /// The data layer's settings.
     pub core: switchyard_core::Config,
     /// List caching policy.
@@ -363,6 +370,9 @@ impl TryFrom<RawConfig> for Config {
             http.max_body_bytes = max;
         }
 
+        if raw.redis_url.as_deref().is_some_and(|url| !(url.starts_with("redis://") || url.starts_with("rediss://"))) {
+            problems.push("redis_url: must start with redis:// or rediss://".to_owned());
+        }
         if registry_sync_interval.is_zero() {
             problems.push("registry.sync_interval must be more than 0".into());
         }
@@ -385,7 +395,12 @@ impl TryFrom<RawConfig> for Config {
             allowed_hosts: raw.upstream.allowed_hosts.map_or(upstream_defaults.allowed_hosts, StringList::into_vec),
             allow_link_local: raw.upstream.allow_link_local.unwrap_or(upstream_defaults.allow_link_local),
         };
+        let redis = raw.redis_url.filter(|u| !u.is_empty()).map(|url| switchyard_bus::RedisConfig {
+            url,
+            prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
+        });
         Ok(Config {
+            redis,
             upstream,
             admin,
             registry_sync_interval,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use futures::future::BoxFuture;
 use serde_json::Value;
-use switchyard_bus::{InMemoryBus, NotificationBus};
+use switchyard_bus::{InMemoryBus, NotificationBus, RedisBus};
 use switchyard_core::{Catalog, ListenHub, Plugin, Server};
 use switchyard_http::Health;
 use switchyard_plugins::{BuildError, Factory};
@@ -52,7 +52,12 @@ impl Switchyard {
     /// When a configured plugin cannot be built or the registry cannot be read:
     /// serving a catalog without the registered plugins would be serving a lie.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
+        let bus: Arc<dyn NotificationBus> = match &config.redis {
+            None => Arc::new(InMemoryBus::new()),
+            Some(redis) => {
+                RedisBus::connect(redis).await.with_context(|| format!("connecting the bus to {redis:?}"))?
+            }
+        };
         let builtins = config
             .plugins
             .iter()

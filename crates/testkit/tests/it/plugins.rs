@@ -473,3 +473,53 @@ async fn the_admin_api_can_have_its_own_port() {
     let mcp_on_admin_port = http.post(format!("http://{bind}/mcp")).body("{}").send().await.unwrap();
     assert_eq!(mcp_on_admin_port.status(), 404, "and MCP is not there");
 }
+
+/// Three replicas on one PostgreSQL and one Redis, their timers too slow to
+/// matter: a plugin registered through replica 1 reaches the listen streams
+/// held on replicas 2 and 3 through the Redis bus, and they serve it.
+#[tokio::test]
+async fn a_registration_reaches_every_replica_through_redis() {
+    let database = FreshDatabase::postgres().await;
+    let redis = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("switchyard-it-{:x}:", rand::random::<u64>());
+    let env = [
+        ("SWITCHYARD_DATABASE_URL", database.url()),
+        ("SWITCHYARD_REDIS_URL", redis.as_str()),
+        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
+        ("SWITCHYARD_REGISTRY__SYNC_INTERVAL", "1h"),
+    ];
+    let replicas = [App::start(&env).await, App::start(&env).await, App::start(&env).await];
+    let admin = Admin::of(&replicas[0]);
+    let (two, three) = (replicas[1].client(), replicas[2].client());
+    let (acknowledged, opened) = tokio::sync::oneshot::channel();
+    let listen_on_three = {
+        let three = three.clone();
+        tokio::spawn(async move {
+            let params = json!({"notifications": {"toolsListChanged": true}});
+            three
+                .stream("subscriptions/listen", params, 2, Duration::from_secs(10), || async move {
+                    let _ = acknowledged.send(());
+                })
+                .await
+        })
+    };
+    opened.await.unwrap();
+    let started = Instant::now();
+    register_while_listening(&two, &admin, json!({"namespace": "shared", "kind": "builtin", "spec": {"name": "echo"}}))
+        .await;
+    let on_three = listen_on_three.await.unwrap();
+    assert_eq!(on_three.messages.len(), 2, "{:?}", on_three.messages);
+    assert_eq!(on_three.messages[1]["method"], "notifications/tools/list_changed");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "through the bus, not the hourly timer: {:?}",
+        started.elapsed()
+    );
+    for client in [&two, &three] {
+        let echoed =
+            client.request("tools/call", json!({"name": "shared_echo", "arguments": {"text": "everywhere"}})).await;
+        assert_eq!(echoed.result()["content"][0]["text"], "everywhere");
+    }
+    drop(replicas);
+    database.remove().await;
+}

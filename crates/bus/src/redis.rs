@@ -1,0 +1,215 @@
+//! The Redis bus: every replica publishes the events that concern other
+//! replicas on one Redis channel and subscribes to it once; inside the
+//! process, events fan out through the same bounded broadcast channel as the
+//! in-process bus.
+//!
+//! - RESP3 pushes on a `ConnectionManager` that reconnects with backoff and
+//!   resubscribes by itself; a heartbeat `PING` every second notices a dead
+//!   connection even when nothing is published.
+//! - Local first: an event is delivered to this process's subscribers at
+//!   once, whatever Redis is doing, and a replica ignores its own messages
+//!   when they come back. A Redis outage stops only the cross-replica part.
+//! - After a reconnect, subscribers get [`Event::BusReconnected`]: events may
+//!   have been missed, so state must be compared (the catalog sync compares
+//!   registry versions and emits `list_changed` only where something changed).
+//! - Wire format, versioned: `{"v": 1, "origin": "<replica>", "event": {…}}`
+//!   on channel `{prefix}events`. Messages of an unknown version are skipped
+//!   with a warning, so replicas of two versions can run side by side.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands as _, ProtocolVersion, PushKind};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::{Error, Event, NotificationBus, Result, Subscription};
+
+/// Local fan-out capacity, as for the in-process bus.
+const CAPACITY: usize = 1024;
+/// The wire format's version.
+const WIRE_VERSION: u32 = 1;
+
+/// How to reach Redis.
+#[derive(Clone)]
+pub struct RedisConfig {
+    /// `redis://[:password@]host:port[/db]` (or `rediss://`). RESP3 is always used.
+    pub url: String,
+    /// Prefix of the channel name, so several deployments can share a Redis. Default `switchyard:`.
+    pub prefix: String,
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a password.
+        let url = match self.url.split_once('@') {
+            Some((credentials, host)) => {
+                format!("{}***@{host}", &credentials[..credentials.find("//").map_or(0, |i| i + 2)])
+            }
+            None => self.url.clone(),
+        };
+        f.debug_struct("RedisConfig").field("url", &url).field("prefix", &self.prefix).finish()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    v: u32,
+    origin: String,
+    event: serde_json::Value,
+}
+
+/// A bus across replicas, through Redis pub/sub.
+pub struct RedisBus {
+    local: broadcast::Sender<Event>,
+    manager: ConnectionManager,
+    channel: String,
+    origin: String,
+    connected: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for RedisBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBus").field("channel", &self.channel).field("origin", &self.origin).finish_non_exhaustive()
+    }
+}
+
+impl RedisBus {
+    /// Connects, subscribes, and starts relaying. Fails if Redis cannot be
+    /// reached now (a replica should not start deaf); later outages are survived.
+    ///
+    /// # Errors
+    /// When the URL is invalid or Redis does not answer.
+    pub async fn connect(config: &RedisConfig) -> std::result::Result<Arc<Self>, redis::RedisError> {
+        let info = redis::IntoConnectionInfo::into_connection_info(config.url.as_str())?;
+        let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
+        let client = redis::Client::open(info.set_redis_settings(settings))?;
+        let (pushes, mut incoming) = tokio::sync::mpsc::unbounded_channel();
+        let manager_config = ConnectionManagerConfig::new()
+            .set_push_sender(pushes)
+            .set_automatic_resubscription()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_max_delay(Duration::from_secs(2));
+        let mut manager = ConnectionManager::new_with_config(client, manager_config).await?;
+        let channel = format!("{}events", config.prefix);
+        manager.subscribe(&channel).await?;
+        let bus = Arc::new(Self {
+            local: broadcast::channel(CAPACITY).0,
+            manager,
+            channel,
+            origin: format!("{:016x}", rand::random::<u64>()),
+            connected: Arc::new(AtomicBool::new(true)),
+        });
+
+        // Relay: Redis pushes → local subscribers. Holds no strong reference
+        // to the bus, so it ends when the bus is dropped.
+        let (local, origin, connected) = (bus.local.clone(), bus.origin.clone(), Arc::clone(&bus.connected));
+        tokio::spawn(async move {
+            while let Some(push) = incoming.recv().await {
+                match push.kind {
+                    PushKind::Message => {
+                        let Some(redis::Value::BulkString(payload)) = push.data.get(1) else { continue };
+                        match decode(payload) {
+                            Ok((from, event)) if from != origin => {
+                                let _ = local.send(event);
+                            }
+                            Ok(_) => {} // our own, already delivered locally
+                            Err(why) => tracing::warn!(%why, "skipping a bus message"),
+                        }
+                    }
+                    PushKind::Disconnection if connected.swap(false, Ordering::SeqCst) => {
+                        tracing::warn!(
+                            "Redis connection lost; notifications from other replicas pause until it returns"
+                        );
+                    }
+                    PushKind::Subscribe if !connected.swap(true, Ordering::SeqCst) => {
+                        tracing::info!("Redis connection back; resynchronising");
+                        let _ = local.send(Event::BusReconnected);
+                    }
+                    _ => {}
+                }
+            }
+        });
+
+        // Heartbeat: a connection that died quietly is noticed and rebuilt.
+        let (weak, connected) = (Arc::downgrade(&bus), Arc::clone(&bus.connected));
+        tokio::spawn(async move {
+            let mut timer = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                timer.tick().await;
+                let Some(bus) = weak.upgrade() else { return };
+                let mut manager = bus.manager.clone();
+                drop(bus);
+                if redis::cmd("PING").query_async::<String>(&mut manager).await.is_err()
+                    && connected.swap(false, Ordering::SeqCst)
+                {
+                    tracing::warn!("Redis does not answer; notifications from other replicas pause until it returns");
+                }
+            }
+        });
+        Ok(bus)
+    }
+
+    /// Whether the connection to Redis is up (for readiness and metrics).
+    pub fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
+    }
+}
+
+fn encode(origin: &str, event: &Event) -> std::result::Result<String, serde_json::Error> {
+    let event = serde_json::to_value(event)?;
+    serde_json::to_string(&Envelope { v: WIRE_VERSION, origin: origin.to_owned(), event })
+}
+
+fn decode(payload: &[u8]) -> std::result::Result<(String, Event), String> {
+    let envelope: Envelope = serde_json::from_slice(payload).map_err(|e| format!("not an envelope: {e}"))?;
+    if envelope.v != WIRE_VERSION {
+        return Err(format!("wire version {} (this replica speaks {WIRE_VERSION})", envelope.v));
+    }
+    let event = serde_json::from_value(envelope.event).map_err(|e| format!("unknown event: {e}"))?;
+    Ok((envelope.origin, event))
+}
+
+impl NotificationBus for RedisBus {
+    fn publish(&self, event: Event) -> BoxFuture<'_, Result<()>> {
+        let _ = self.local.send(event.clone());
+        Box::pin(async move {
+            if !event.crosses_replicas() {
+                return Ok(());
+            }
+            let payload = encode(&self.origin, &event).map_err(|e| Error::Transport(e.to_string()))?;
+            let mut manager = self.manager.clone();
+            manager.publish::<_, _, i64>(&self.channel, payload).await.map_err(|e| Error::Transport(e.to_string()))?;
+            Ok(())
+        })
+    }
+
+    fn subscribe(&self) -> Subscription {
+        Subscription { inner: self.local.subscribe() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_form_is_versioned_and_round_trips() {
+        let event = Event::ResourceUpdated { uri: "file:///a".into() };
+        let payload = encode("r1", &event).unwrap();
+        assert_eq!(payload, r#"{"v":1,"origin":"r1","event":{"kind":"resource_updated","uri":"file:///a"}}"#);
+        assert_eq!(decode(payload.as_bytes()).unwrap(), ("r1".to_owned(), event));
+        assert!(decode(br#"{"v":2,"origin":"r","event":{}}"#).unwrap_err().contains("wire version 2"));
+        assert!(decode(br#"{"v":1,"origin":"r","event":{"kind":"from_the_future"}}"#).is_err());
+    }
+
+    #[test]
+    fn debug_hides_the_password() {
+        let config = RedisConfig { url: "redis://:hunter2@cache:6379/0".into(), prefix: "s:".into() };
+        assert!(!format!("{config:?}").contains("hunter2"));
+    }
+}
