@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+mod listen_burst;
 mod wasm_call;
 
 #[derive(Parser)]
@@ -68,6 +69,16 @@ enum Scenario {
         #[arg(long, default_value_t = 2_000)]
         latency_requests: usize,
     },
+    /// Many clients opening listen streams at once: time to acknowledgement,
+    /// with the configured listen backlog and with the stock 128.
+    ListenBurst {
+        /// The switchyard binary (build it with `cargo build --release`).
+        #[arg(long, default_value = "target/release/switchyard")]
+        switchyard: PathBuf,
+        /// Clients connecting at once.
+        #[arg(long, default_value_t = 2_000)]
+        clients: usize,
+    },
     /// One WASM call in process (no HTTP): the host's floor and the units example.
     WasmCall {
         /// The units example module.
@@ -85,6 +96,9 @@ fn main() -> anyhow::Result<()> {
         Scenario::Bare { bind } => runtime.block_on(bare(bind)),
         Scenario::ToolsCall { switchyard, requests, concurrency, latency_requests } => {
             runtime.block_on(tools_call(switchyard, requests, concurrency, latency_requests))
+        }
+        Scenario::ListenBurst { switchyard, clients } => {
+            runtime.block_on(listen_burst::listen_burst(&switchyard, clients))
         }
         Scenario::WasmCall { wasm, calls } => runtime.block_on(wasm_call::wasm_call(&wasm, calls)),
         Scenario::PluginCall { switchyard, wasm, requests, concurrency, latency_requests } => {
@@ -172,12 +186,18 @@ async fn start_bare() -> anyhow::Result<Server> {
 }
 
 async fn start_switchyard(binary: &std::path::Path) -> anyhow::Result<Server> {
+    start_switchyard_with(binary, &[]).await
+}
+
+/// Starts Switchyard with extra `SWITCHYARD_*` settings.
+async fn start_switchyard_with(binary: &std::path::Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
     let port = free_port()?;
     let database = std::env::temp_dir().join(format!("switchyard-loadtest-{}-{port}.db", std::process::id()));
     let child = server_command(binary)
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
         .env("SWITCHYARD_LOG", "warn")
         .env("SWITCHYARD_DATABASE_URL", format!("sqlite://{}", database.display()))
+        .envs(env.iter().copied())
         .stderr(Stdio::null())
         .spawn()
         .with_context(|| {

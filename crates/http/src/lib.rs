@@ -22,4 +22,4 @@ mod mirror;
 mod reply;
 mod router;
 
-pub use router::{Config, Health, router, serve};
+pub use router::{Config, Health, bind, router, serve};

@@ -31,6 +31,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Interval of SSE keep-alive comments on listen streams. Default 15 s.
     pub keep_alive: Duration,
+    /// Connections the kernel queues before they are accepted. Default 4096.
+    pub listen_backlog: u32,
 }
 
 impl Default for Config {
@@ -42,6 +44,7 @@ impl Default for Config {
             allowed_origins: loopback,
             max_body_bytes: 4 * 1024 * 1024,
             keep_alive: Duration::from_secs(15),
+            listen_backlog: 4096,
         }
     }
 }
@@ -99,6 +102,22 @@ async fn method_not_allowed(method: Method) -> Response {
         (StatusCode::METHOD_NOT_ALLOWED, format!("{method} is not supported; POST JSON-RPC messages")).into_response();
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
     response
+}
+
+/// Binds `address` with room for `backlog` connections waiting to be
+/// accepted. The stock backlog of 128 overflows when thousands of clients
+/// (re)open listen streams at once, and every overflowed SYN costs its
+/// client a one-second retransmit; the kernel caps the value at
+/// `net.core.somaxconn`.
+///
+/// # Errors
+/// When the address cannot be bound.
+pub fn bind(address: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    // A restarted replica must not wait for the old socket's TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(backlog)
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, with `TCP_NODELAY` on

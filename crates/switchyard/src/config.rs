@@ -178,6 +178,8 @@ pub struct RawHttp {
     pub max_body_bytes: Option<usize>,
     /// SSE keep-alive interval on listen streams. Default `"15s"`.
     pub keep_alive: Option<String>,
+    /// Connections queued by the kernel before they are accepted. Default 4096.
+    pub listen_backlog: Option<u32>,
 }
 
 /// `[state]`
@@ -368,6 +370,9 @@ impl TryFrom<RawConfig> for Config {
         }
         if let Some(max) = raw.http.max_body_bytes {
             http.max_body_bytes = max;
+        }
+        if let Some(backlog) = raw.http.listen_backlog {
+            http.listen_backlog = backlog.max(1);
         }
 
         if raw.redis_url.as_deref().is_some_and(|url| !(url.starts_with("redis://") || url.starts_with("rediss://"))) {

@@ -144,8 +144,8 @@ impl Switchyard {
         if let (Some(admin), Some(router)) = (&self.config.admin, self.admin_router())
             && let Some(bind) = admin.bind
         {
-            let admin_listener =
-                TcpListener::bind(bind).await.with_context(|| format!("binding the admin API to {bind}"))?;
+            let admin_listener = switchyard_http::bind(bind, self.config.http.listen_backlog)
+                .with_context(|| format!("binding the admin API to {bind}"))?;
             tracing::info!(address = %admin_listener.local_addr()?, "serving the admin API");
             let stop = drained.clone();
             tokio::spawn(async move {

@@ -151,7 +151,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
-    let bind = config.bind;
+    let (bind, config_backlog) = (config.bind, config.http.listen_backlog);
     let app = Switchyard::build(config).await?;
     if stdio {
         let shutdown = app.shutdown.clone();
@@ -165,7 +165,7 @@ async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
         switchyard::stdio::serve(app.server.clone(), tokio::io::stdin(), tokio::io::stdout(), shutdown).await?;
         return Ok(());
     }
-    let listener = tokio::net::TcpListener::bind(bind).await.map_err(|e| anyhow::anyhow!("binding {bind}: {e}"))?;
+    let listener = switchyard_http::bind(bind, config_backlog).map_err(|e| anyhow::anyhow!("binding {bind}: {e}"))?;
     tracing::info!(address = %listener.local_addr()?, "serving MCP over HTTP");
     if !bind.ip().is_loopback() {
         // TODO(#4): authentication is on by default off loopback; until it lands, say so loudly.

@@ -57,7 +57,7 @@ impl App {
         }
         let config = RawConfig::load(None, pairs).and_then(Config::try_from).expect("test configuration is valid");
         let endpoint = config.http.endpoint.clone();
-        let listener = tokio::net::TcpListener::bind(config.bind).await.expect("bind 127.0.0.1:0");
+        let listener = switchyard_http::bind(config.bind, config.http.listen_backlog).expect("bind 127.0.0.1:0");
         let address = listener.local_addr().expect("local address");
         let app = Switchyard::build(config).await.expect("build switchyard");
         let shutdown = CancellationToken::new();
