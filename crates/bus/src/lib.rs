@@ -50,6 +50,16 @@ pub enum Event {
         /// The URI that changed.
         uri: String,
     },
+    /// A legacy client's answer to an input request that a call on replica
+    /// `replica` sent; the answer arrived at another replica, which relays it.
+    RelayedAnswer {
+        /// The replica whose call is waiting.
+        replica: String,
+        /// The id of the input request, as the server minted it.
+        id: String,
+        /// `{"result": …}` or `{"error": …}`, as the client sent it.
+        response: serde_json::Value,
+    },
     /// The bus was cut off from other replicas and is back: events may have
     /// been missed, so whoever keeps state derived from them compares it
     /// afresh. Local only.
@@ -62,7 +72,7 @@ impl Event {
     /// own changes to its own streams (so a client hears one `list_changed`
     /// per change, not one per replica); the registry change that causes it is.
     pub fn crosses_replicas(&self) -> bool {
-        matches!(self, Self::RegistryChanged { .. } | Self::ResourceUpdated { .. })
+        matches!(self, Self::RegistryChanged { .. } | Self::ResourceUpdated { .. } | Self::RelayedAnswer { .. })
     }
 }
 

@@ -254,8 +254,10 @@ impl Call<'_> {
     ) -> std::result::Result<Map<String, Value>, LegacyAsk> {
         let pending = &self.server.legacy_pending;
         let mut waiting = Vec::with_capacity(requests.len());
-        let registered =
-            Unregister { pending, ids: requests.keys().map(|_| RequestId::String(legacy::request_id())).collect() };
+        let registered = Unregister {
+            pending,
+            ids: requests.keys().map(|_| RequestId::String(legacy::request_id(&self.server.replica))).collect(),
+        };
         for ((key, input_request), id) in requests.into_iter().zip(&registered.ids) {
             let (sender, receiver) = tokio::sync::oneshot::channel();
             pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), sender);

@@ -8,9 +8,9 @@
 //! When a tool needs input (sampling, elicitation, roots), a legacy client
 //! cannot retry with answers; instead the server sends it JSON-RPC requests on
 //! the tool call's SSE response, and the client answers each in a POST of its
-//! own, which `Server::deliver_response` hands to the waiting call. That
-//! answer must reach the replica holding the call: one process today, the bus
-//! across replicas with #5. The client's capabilities were declared in an
+//! own, which `Server::deliver_response` hands to the waiting call. The id we
+//! mint names the replica that holds the call, so an answer that a load
+//! balancer sends elsewhere is relayed to it over the bus. The client's capabilities were declared in an
 //! `initialize` we did not keep, so a client that lacks one answers with an
 //! error, which becomes a tool error.
 
@@ -64,6 +64,12 @@ pub(crate) fn input_unavailable() -> String {
 
 /// A fresh id for a request sent to a legacy client: high-entropy, so it
 /// names one waiting request and cannot be guessed by another client.
-pub(crate) fn request_id() -> String {
-    format!("switchyard-{:032x}", rand::random::<u128>())
+pub(crate) fn request_id(replica: &str) -> String {
+    format!("switchyard-{replica}-{:032x}", rand::random::<u128>())
+}
+
+/// The replica named in an input request id we minted.
+pub(crate) fn replica_of(id: &str) -> Option<&str> {
+    let rest = id.strip_prefix("switchyard-")?;
+    rest.split_once('-').map(|(replica, _)| replica)
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use switchyard_bus::{Delivery as BusDelivery, Event};
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::meta::{META, SERVER_INFO};
 use switchyard_protocol::version::{self, Era};
@@ -105,6 +106,19 @@ pub struct Server {
     pub(crate) config: Config,
     server_info: Value,
     pub(crate) legacy_pending: PendingResponses,
+    /// This process's name in the input request ids it mints.
+    pub(crate) replica: String,
+}
+
+/// Where a legacy client's answer went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivered {
+    /// To the call waiting here.
+    Here,
+    /// On the bus, to the replica that holds the call.
+    Relayed,
+    /// Nowhere: nothing waits for that id.
+    Unknown,
 }
 
 impl Server {
@@ -112,15 +126,82 @@ impl Server {
     pub fn new(catalog: Arc<Catalog>, hub: ListenHub, config: Config) -> Self {
         let server_info = json!({ "name": config.server_name, "version": config.server_version });
         let sealer = StateSealer::new(config.state_keys.clone(), config.state_lifetime);
-        Self { catalog, hub, sealer, config, server_info, legacy_pending: Default::default() }
+        let replica = format!("{:016x}", rand::random::<u64>());
+        Self { catalog, hub, sealer, config, server_info, legacy_pending: Default::default(), replica }
     }
 
-    /// Hands a legacy client's answer to the request that asked for it.
-    /// Returns false when no request here is waiting for that id (it ended,
-    /// or it runs on another replica: TODO(#5) carry answers over the bus).
-    pub fn deliver_response(&self, id: &RequestId, outcome: std::result::Result<Value, ErrorObject>) -> bool {
-        let waiting = self.legacy_pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-        waiting.is_some_and(|sender| sender.send(outcome).is_ok())
+    /// Hands a legacy client's answer to the request that asked for it: here,
+    /// or over the bus to the replica whose id it carries.
+    pub async fn deliver_response(
+        &self,
+        id: &RequestId,
+        outcome: std::result::Result<Value, ErrorObject>,
+    ) -> Delivered {
+        let owner = match id {
+            RequestId::String(text) => crate::legacy::replica_of(text),
+            RequestId::Number(_) => None,
+        };
+        match owner {
+            Some(replica) if replica != self.replica => {
+                let RequestId::String(text) = id else { return Delivered::Unknown };
+                let response = match outcome {
+                    Ok(result) => json!({ "result": result }),
+                    Err(error) => json!({ "error": error }),
+                };
+                let event = Event::RelayedAnswer { replica: replica.to_owned(), id: text.clone(), response };
+                match self.catalog.bus().publish(event).await {
+                    Ok(()) => Delivered::Relayed,
+                    Err(error) => {
+                        tracing::warn!(%error, "could not relay a client's answer to its replica");
+                        Delivered::Unknown
+                    }
+                }
+            }
+            _ => {
+                let waiting = self.legacy_pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+                if waiting.is_some_and(|sender| sender.send(outcome).is_ok()) {
+                    Delivered::Here
+                } else {
+                    Delivered::Unknown
+                }
+            }
+        }
+    }
+
+    /// Delivers answers that other replicas relay to calls waiting here,
+    /// until `shutdown`.
+    pub fn spawn_answer_relay(self: &Arc<Self>, shutdown: CancellationToken) {
+        let mut subscription = self.catalog.bus().subscribe();
+        let server = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let delivery = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    delivery = subscription.recv() => delivery,
+                };
+                let Some(BusDelivery::Event(Event::RelayedAnswer { replica, id, response })) = delivery else {
+                    if delivery.is_none() {
+                        return;
+                    }
+                    continue;
+                };
+                let Some(server) = server.upgrade() else { return };
+                if replica != server.replica {
+                    continue;
+                }
+                let outcome = match response.get("error") {
+                    Some(error) => {
+                        Err(serde_json::from_value(error.clone()).unwrap_or_else(|_| ErrorObject::internal()))
+                    }
+                    None => Ok(response.get("result").cloned().unwrap_or(Value::Null)),
+                };
+                let waiting =
+                    server.legacy_pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&RequestId::String(id));
+                if let Some(sender) = waiting {
+                    let _ = sender.send(outcome);
+                }
+            }
+        });
     }
 
     /// The catalog.

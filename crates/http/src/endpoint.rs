@@ -5,6 +5,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
+use switchyard_core::server::Delivered;
 use switchyard_core::{Caller, Execution};
 use switchyard_protocol::ErrorObject;
 use switchyard_protocol::error as codes;
@@ -57,7 +58,7 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         // A legacy client answering a sampling or elicitation request we sent
         // on a tool call's stream.
         Ok(Incoming::Response { id, outcome }) => {
-            return if state.server.deliver_response(&id, outcome) {
+            return if state.server.deliver_response(&id, outcome).await != Delivered::Unknown {
                 reply::accepted()
             } else {
                 let error = ErrorObject::invalid_request(format!("no request here awaits a response with id {id}"));

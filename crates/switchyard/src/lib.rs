@@ -74,6 +74,7 @@ impl Switchyard {
         Arc::clone(&catalog_sync).spawn(&bus, config.registry_sync_interval, shutdown.clone());
         let hub = ListenHub::spawn(&bus, shutdown.clone(), LISTEN_QUEUE);
         let server = Arc::new(Server::new(catalog, hub, config.core.clone()));
+        server.spawn_answer_relay(shutdown.clone());
         if config.ephemeral_state_key {
             tracing::warn!(
                 "no state.keys configured: requestState is sealed with a per-process key, so multi-round requests only work against this one replica"

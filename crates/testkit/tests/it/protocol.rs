@@ -1,5 +1,8 @@
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
 use serde_json::{Value, json};
-use switchyard_testkit::Client;
+use switchyard_testkit::{App, Client};
 
 use crate::fixture;
 
@@ -309,15 +312,16 @@ async fn header_mismatches_are_refused() {
     assert_eq!((reply.status, reply.error_code()), (400, Some(-32020)));
 }
 
-#[tokio::test]
-async fn legacy_clients_answer_input_requests_on_the_response_stream() {
+/// Calls `test_elicitation` as a legacy client at `call_url`, answers the
+/// server's `elicitation/create` with a POST to `answer_url`, and returns the
+/// messages of the call's stream (the request, then the result).
+async fn legacy_elicitation(call_url: &str, answer_url: &str) -> Vec<Value> {
     use futures::StreamExt as _;
-    let app = fixture().await;
     let http = reqwest::Client::new();
     let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": { "name": "test_elicitation", "arguments": { "message": "Who are you?" } } });
     let response = http
-        .post(app.url())
+        .post(call_url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .body(call.to_string())
@@ -341,7 +345,7 @@ async fn legacy_clients_answer_input_requests_on_the_response_stream() {
                     let answer = json!({ "jsonrpc": "2.0", "id": message["id"],
                         "result": { "action": "accept", "content": { "username": "ada", "email": "ada@example.com" } } });
                     let posted = http
-                        .post(app.url())
+                        .post(answer_url)
                         .header("content-type", "application/json")
                         .body(answer.to_string())
                         .send()
@@ -353,12 +357,37 @@ async fn legacy_clients_answer_input_requests_on_the_response_stream() {
             }
         }
     }
+    events
+}
+
+#[tokio::test]
+async fn legacy_clients_answer_input_requests_on_the_response_stream() {
+    let app = fixture().await;
+    let events = legacy_elicitation(app.url(), app.url()).await;
     assert_eq!(events[1]["id"], 5);
     assert!(events[1]["result"]["content"][0]["text"].as_str().unwrap().contains("ada"));
 
+    let http = reqwest::Client::new();
     // An answer nobody awaits is refused, not silently taken.
     let stray = json!({ "jsonrpc": "2.0", "id": "switchyard-0", "result": {} });
     let posted =
         http.post(app.url()).header("content-type", "application/json").body(stray.to_string()).send().await.unwrap();
     assert_eq!(posted.status(), 400);
+}
+
+/// Behind a round-robin balancer the answer lands on another replica, which
+/// relays it over the Redis bus to the replica holding the call.
+#[tokio::test]
+async fn a_legacy_answer_reaches_the_call_on_another_replica() {
+    let redis = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("switchyard-legacy-{}:", std::process::id());
+    let env = [
+        ("SWITCHYARD_FIXTURE", "conformance"),
+        ("SWITCHYARD_REDIS_URL", redis.as_str()),
+        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
+    ];
+    let (one, two) = (App::start(&env).await, App::start(&env).await);
+    let events = legacy_elicitation(one.url(), two.url()).await;
+    assert_eq!(events[1]["id"], 5, "{events:?}");
+    assert!(events[1]["result"]["content"][0]["text"].as_str().unwrap().contains("ada"), "{events:?}");
 }
