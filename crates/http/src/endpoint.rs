@@ -12,6 +12,7 @@ use switchyard_protocol::error as codes;
 use switchyard_protocol::jsonrpc::Incoming;
 use tokio::sync::mpsc;
 
+use crate::limit::{Decision, Key};
 use crate::router::AppState;
 use crate::{guard, mirror, reply};
 
@@ -25,6 +26,22 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     // Step 2: Origin and Host (DNS-rebinding protection).
     if let Some(refused) = guard::refusal(&state.config, parts.version, &headers) {
         return refused;
+    }
+    // Step 3 (ours): the rate limit, from headers and the connection only, so
+    // a refused request costs no body read or parse.
+    if let Some(limiter) = &state.limiter {
+        // TODO(#4): the authenticated principal; until then, the peer address.
+        let principal = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or_else(|| "-".to_owned(), |peer| peer.0.ip().to_string());
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let target = header(switchyard_protocol::headers::NAME)
+            .or_else(|| header(switchyard_protocol::headers::METHOD))
+            .unwrap_or("-");
+        if let Decision::Deny { retry_after } = limiter.check(Key { principal: &principal, target }).await {
+            return reply::rate_limited(retry_after);
+        }
     }
 
     // Step 4: a JSON body, within the size limit, that is one JSON-RPC message.

@@ -13,11 +13,13 @@
 //! - `endpoint`: the POST handler, in the validation order of DIGEST §8.6.
 //! - [`guard`]: Origin and Host allow-lists (DNS-rebinding protection), also
 //!   applied by the binary to the admin API.
+//! - [`limit`]: the rate-limit seam, asked before the body is read.
 //! - `mirror`: `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`.
 //! - `reply`: JSON and SSE responses, the status table, cache headers.
 
 mod endpoint;
 pub mod guard;
+pub mod limit;
 mod mirror;
 mod reply;
 mod router;

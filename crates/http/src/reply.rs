@@ -55,6 +55,17 @@ pub(crate) fn transport_error(status: StatusCode, code: i32, message: &str) -> R
     with_type(status, JSON, jsonrpc::failure(None, &ErrorObject::new(code, message)))
 }
 
+/// 429 with `Retry-After` (whole seconds, at least 1) and a JSON-RPC error
+/// whose data carries the exact wait.
+pub(crate) fn rate_limited(retry_after: Duration) -> Response {
+    let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+    let error = ErrorObject::new(codes::RATE_LIMITED, "Rate limit exceeded; retry later")
+        .with_data(serde_json::json!({ "retryAfterMs": retry_after.as_millis() as u64 }));
+    let mut response = with_type(StatusCode::TOO_MANY_REQUESTS, JSON, jsonrpc::failure(None, &error));
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
+}
+
 /// 403 for a refused Host or Origin.
 pub(crate) fn forbidden(message: &str) -> Response {
     transport_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, message)

@@ -14,6 +14,7 @@ use switchyard_core::Server;
 use tokio::net::TcpListener;
 
 use crate::endpoint;
+use crate::limit::RateLimiter;
 
 /// HTTP settings; composed into the binary's `Config`.
 #[derive(Debug, Clone)]
@@ -71,12 +72,14 @@ impl Health {
 pub(crate) struct AppState {
     pub(crate) server: Arc<Server>,
     pub(crate) config: Arc<Config>,
+    pub(crate) limiter: Option<Arc<dyn RateLimiter>>,
 }
 
 /// The application: the MCP endpoint (POST only), `/healthz` and `/readyz`.
-pub fn router(server: Arc<Server>, config: Config, health: Health) -> Router {
+/// With a `limiter`, every MCP request is counted before its body is read.
+pub fn router(server: Arc<Server>, config: Config, health: Health, limiter: Option<Arc<dyn RateLimiter>>) -> Router {
     let config = Arc::new(config);
-    let state = AppState { server, config: Arc::clone(&config) };
+    let state = AppState { server, config: Arc::clone(&config), limiter };
     let mcp = Router::new()
         .route(
             &config.endpoint,

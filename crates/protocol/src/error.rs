@@ -21,6 +21,9 @@ pub const HEADER_MISMATCH: i32 = -32020;
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i32 = -32021;
 /// The requested protocol version is not served here.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
+/// Switchyard's own (the implementation-defined range): the caller is over its
+/// rate limit; sent with HTTP 429 and `Retry-After`, `data.retryAfterMs`.
+pub const RATE_LIMITED: i32 = -32029;
 
 /// A JSON-RPC error object: `code`, `message` and optional `data`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -68,6 +68,24 @@ pub struct RawConfig {
     /// Where upstream plugins may connect.
     #[serde(default)]
     pub upstream: RawUpstream,
+    /// Rate limits per caller and tool.
+    #[serde(default)]
+    pub rate_limit: RawRateLimit,
+}
+
+/// `[rate_limit]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRateLimit {
+    /// Per caller and target: `"20/s"`, `"600/m"`. Default none (unlimited).
+    pub rate: Option<String>,
+    /// Requests allowed at once. Default: the rate's count.
+    pub burst: Option<u32>,
+    /// When Redis cannot be asked: `allow` (default) or `deny`.
+    pub on_redis_error: Option<String>,
+    /// Rates by plugin namespace: `units = "5/s"`.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, String>,
 }
 
 /// `[upstream]`
@@ -233,6 +251,8 @@ pub struct Config {
     pub wasm: switchyard_plugins::WasmConfig,
     /// The outbound policy of upstream plugins.
     pub upstream: switchyard_plugins::OutboundPolicy,
+    /// Rate limits, if any is configured.
+    pub rate_limit: Option<(switchyard_limits::Limits, switchyard_limits::OnError)>,
 }
 
 /// The admin API's settings. `Debug` hides the token.
@@ -381,6 +401,7 @@ impl TryFrom<RawConfig> for Config {
         if registry_sync_interval.is_zero() {
             problems.push("registry.sync_interval must be more than 0".into());
         }
+        let rate_limit = rate_limit_config(raw.rate_limit, &mut problems);
         let admin = admin_config(raw.admin, &mut problems);
         let defaults = switchyard_plugins::WasmConfig::default();
         let wasm = switchyard_plugins::WasmConfig {
@@ -405,6 +426,7 @@ impl TryFrom<RawConfig> for Config {
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
         });
         Ok(Config {
+            rate_limit,
             redis,
             upstream,
             admin,
@@ -444,6 +466,34 @@ impl std::fmt::Debug for AdminConfig {
             .field("token", &self.token.as_ref().map(|_| "***"))
             .finish()
     }
+}
+
+fn rate_limit_config(
+    raw: RawRateLimit,
+    problems: &mut Vec<String>,
+) -> Option<(switchyard_limits::Limits, switchyard_limits::OnError)> {
+    use switchyard_limits::{Limits, OnError, Rate};
+    let mut parse = |field: &str, text: &str| {
+        Rate::parse(text, raw.burst).or_else(|| {
+            problems.push(format!("{field}: {text:?} is not a rate like \"20/s\", \"600/m\" or \"5000/h\""));
+            None
+        })
+    };
+    let default = raw.rate.as_deref().and_then(|text| parse("rate_limit.rate", text));
+    let namespaces = raw
+        .plugins
+        .iter()
+        .filter_map(|(ns, text)| parse(&format!("rate_limit.plugins.{ns}"), text).map(|rate| (ns.clone(), rate)))
+        .collect::<std::collections::HashMap<_, _>>();
+    let on_error = match raw.on_redis_error.as_deref() {
+        None | Some("allow") => OnError::Allow,
+        Some("deny") => OnError::Deny,
+        Some(other) => {
+            problems.push(format!("rate_limit.on_redis_error: {other:?} must be allow or deny"));
+            OnError::Allow
+        }
+    };
+    (default.is_some() || !namespaces.is_empty()).then_some((Limits { default, namespaces }, on_error))
 }
 
 fn admin_config(raw: RawAdmin, problems: &mut Vec<String>) -> Option<AdminConfig> {

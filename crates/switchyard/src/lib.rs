@@ -39,6 +39,7 @@ pub struct Switchyard {
     pub shutdown: CancellationToken,
     /// The link between the registry and the catalog.
     pub catalog_sync: Arc<CatalogSync>,
+    limiter: Option<Arc<dyn switchyard_http::limit::RateLimiter>>,
     registry: Registry,
     bus: Arc<dyn NotificationBus>,
     config: Config,
@@ -80,12 +81,26 @@ impl Switchyard {
                 "no state.keys configured: requestState is sealed with a per-process key, so multi-round requests only work against this one replica"
             );
         }
-        Ok(Self { server, health: Health::default(), shutdown, catalog_sync, registry, bus, config })
+        let limiter: Option<Arc<dyn switchyard_http::limit::RateLimiter>> = match (&config.rate_limit, &config.redis) {
+            (None, _) => None,
+            (Some((limits, _)), None) => Some(Arc::new(switchyard_limits::LocalLimiter::new(limits.clone()))),
+            (Some((limits, on_error)), Some(redis)) => Some(Arc::new(
+                switchyard_limits::RedisLimiter::connect(&redis.url, &redis.prefix, limits.clone(), *on_error)
+                    .await
+                    .context("connecting the rate limiter to Redis")?,
+            )),
+        };
+        Ok(Self { server, health: Health::default(), shutdown, catalog_sync, limiter, registry, bus, config })
     }
 
     /// The HTTP application: MCP, health, and the admin API unless it has its own port.
     pub fn router(&self) -> axum::Router {
-        let mcp = switchyard_http::router(Arc::clone(&self.server), self.config.http.clone(), self.health.clone());
+        let mcp = switchyard_http::router(
+            Arc::clone(&self.server),
+            self.config.http.clone(),
+            self.health.clone(),
+            self.limiter.clone(),
+        );
         match (&self.config.admin, self.admin_router()) {
             (Some(admin), Some(router)) if admin.bind.is_none() => mcp.merge(router),
             _ => mcp,

@@ -1,5 +1,5 @@
 use serde_json::json;
-use switchyard_testkit::Client;
+use switchyard_testkit::{App, Client};
 
 use crate::fixture;
 
@@ -201,4 +201,40 @@ async fn readiness_is_reported_while_serving() {
     let app = fixture().await;
     let ready = format!("{}/readyz", app.base_url());
     assert_eq!(reqwest::get(&ready).await.unwrap().status(), 200);
+}
+
+/// Two replicas share one budget per caller and tool through Redis; a refused
+/// request gets 429, `Retry-After` and a JSON-RPC error, before its body is read.
+#[tokio::test]
+async fn rate_limits_are_shared_by_replicas_and_refuse_before_the_body() {
+    let redis = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("switchyard-rl-{:x}:", rand::random::<u64>());
+    let env = [
+        ("SWITCHYARD_REDIS_URL", redis.as_str()),
+        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
+        ("SWITCHYARD_RATE_LIMIT__RATE", "2/m"),
+    ];
+    let (one, two) = (App::start(&env).await, App::start(&env).await);
+    let call = json!({"name": "echo", "arguments": {"text": "hi"}});
+    assert_eq!(one.client().request("tools/call", call.clone()).await.status, 200);
+    assert_eq!(two.client().request("tools/call", call.clone()).await.status, 200);
+    let refused = one.client().request("tools/call", call.clone()).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.error_code(), Some(-32029));
+    let retry: u64 = refused.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=30).contains(&retry), "{retry}");
+    // Another tool has its own budget.
+    let other = json!({"name": "calculator_arithmetic", "arguments": {"expression": "1+1"}});
+    assert_eq!(two.client().request("tools/call", other).await.status, 200);
+    // Refused before the body is read: even a broken body gets 429, not 400.
+    let broken = reqwest::Client::new()
+        .post(two.url())
+        .header("content-type", "application/json")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "echo")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(broken.status(), 429);
 }

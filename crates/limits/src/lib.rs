@@ -1,0 +1,249 @@
+//! Rate limits per caller and per tool (GCRA, the generic cell rate
+//! algorithm: a steady rate with a burst allowance, one number stored per
+//! key, the "theoretical arrival time").
+//!
+//! - [`RedisLimiter`]: the state lives in Redis, updated by one Lua script
+//!   that reads Redis's own clock, so every replica shares one budget and
+//!   replica clocks do not matter. When Redis cannot be asked, [`OnError`]
+//!   decides (allow or deny) and the failure is logged.
+//! - [`LocalLimiter`]: the same algorithm in process, for a single replica.
+//!
+//! Which rate applies: [`Limits`] has a default and per-namespace rates (a
+//! registered plugin's tools are `{namespace}_{tool}`), keyed by the caller
+//! and the target (`Mcp-Name`, else `Mcp-Method`). The HTTP endpoint asks
+//! before it reads the body. This crate knows nothing of MCP beyond that key.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use switchyard_http::limit::{Decision, Key, RateLimiter};
+
+/// A steady rate with a burst.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    /// Requests per second, sustained.
+    pub per_second: f64,
+    /// Requests that may come at once.
+    pub burst: u32,
+}
+
+impl Rate {
+    /// Parses `"20/s"`, `"600/m"`, `"5000/h"`.
+    pub fn parse(text: &str, burst: Option<u32>) -> Option<Self> {
+        let (count, unit) = text.trim().split_once('/')?;
+        let count: f64 = count.trim().parse().ok().filter(|c: &f64| *c > 0.0)?;
+        let per_second = count
+            / match unit.trim() {
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                _ => return None,
+            };
+        Some(Self { per_second, burst: burst.unwrap_or(count.ceil().max(1.0) as u32).max(1) })
+    }
+
+    /// Time between two requests at the steady rate.
+    fn interval(self) -> Duration {
+        Duration::from_secs_f64(1.0 / self.per_second)
+    }
+
+    /// How far ahead of now the arrival time may run: `burst - 1` intervals.
+    fn tolerance(self) -> Duration {
+        self.interval() * (self.burst - 1)
+    }
+}
+
+/// Which rate applies to which target.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Limits {
+    /// For every target without a namespace rate; `None`: unlimited.
+    pub default: Option<Rate>,
+    /// By namespace: applies to targets named `{namespace}_…`.
+    pub namespaces: HashMap<String, Rate>,
+}
+
+impl Limits {
+    /// The rate for `target`, and the key it is counted under.
+    fn rate_for(&self, target: &str) -> Option<Rate> {
+        let namespace = target.split_once('_').map(|(ns, _)| ns);
+        namespace.and_then(|ns| self.namespaces.get(ns)).copied().or(self.default)
+    }
+}
+
+/// What to do when the shared limit cannot be checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Let the request through (availability first). The default.
+    Allow,
+    /// Refuse it with a one-second retry (protection first).
+    Deny,
+}
+
+/// GCRA state kept in Redis. `KEYS[1]`: the key; `ARGV`: interval and
+/// tolerance in microseconds. Returns 0 to allow, else microseconds to wait.
+const GCRA: &str = r"
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) * 1000000 + tonumber(now_parts[2])
+local interval = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local allow_at = tat - tolerance
+if now < allow_at then return allow_at - now end
+local new_tat = tat + interval
+redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) / 1000) + 1000)
+return 0
+";
+
+/// Limits shared by every replica, kept in Redis.
+pub struct RedisLimiter {
+    manager: redis::aio::ConnectionManager,
+    script: redis::Script,
+    prefix: String,
+    limits: Limits,
+    on_error: OnError,
+}
+
+impl std::fmt::Debug for RedisLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLimiter")
+            .field("limits", &self.limits)
+            .field("on_error", &self.on_error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisLimiter {
+    /// Connects to Redis at `url`; keys are `{prefix}rl:{caller}:{target}`.
+    ///
+    /// # Errors
+    /// When the URL is invalid or Redis does not answer now.
+    pub async fn connect(url: &str, prefix: &str, limits: Limits, on_error: OnError) -> redis::RedisResult<Self> {
+        let client = redis::Client::open(url)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(Duration::from_millis(500)))
+            .set_number_of_retries(1);
+        let manager = redis::aio::ConnectionManager::new_with_config(client, config).await?;
+        Ok(Self { manager, script: redis::Script::new(GCRA), prefix: prefix.to_owned(), limits, on_error })
+    }
+}
+
+impl RateLimiter for RedisLimiter {
+    fn check<'a>(&'a self, key: Key<'a>) -> BoxFuture<'a, Decision> {
+        Box::pin(async move {
+            let Some(rate) = self.limits.rate_for(key.target) else { return Decision::Allow };
+            let redis_key = format!("{}rl:{}:{}", self.prefix, key.principal, key.target);
+            let mut manager = self.manager.clone();
+            let waited: redis::RedisResult<i64> = self
+                .script
+                .key(redis_key)
+                .arg(rate.interval().as_micros() as u64)
+                .arg(rate.tolerance().as_micros() as u64)
+                .invoke_async(&mut manager)
+                .await;
+            match waited {
+                Ok(0) => Decision::Allow,
+                Ok(micros) => Decision::Deny { retry_after: Duration::from_micros(micros.unsigned_abs()) },
+                Err(error) => {
+                    tracing::warn!(%error, on_error = ?self.on_error, "cannot check the rate limit in Redis");
+                    match self.on_error {
+                        OnError::Allow => Decision::Allow,
+                        OnError::Deny => Decision::Deny { retry_after: Duration::from_secs(1) },
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Limits of one process.
+#[derive(Debug, Default)]
+pub struct LocalLimiter {
+    limits: Limits,
+    arrivals: Mutex<HashMap<String, Instant>>,
+}
+
+/// Keys kept before stale ones are swept.
+const SWEEP_AT: usize = 100_000;
+
+impl LocalLimiter {
+    /// A limiter with these limits.
+    pub fn new(limits: Limits) -> Self {
+        Self { limits, arrivals: Mutex::default() }
+    }
+
+    fn decide(&self, key: Key<'_>, now: Instant) -> Decision {
+        let Some(rate) = self.limits.rate_for(key.target) else { return Decision::Allow };
+        let mut arrivals = self.arrivals.lock().unwrap_or_else(|p| p.into_inner());
+        if arrivals.len() >= SWEEP_AT {
+            arrivals.retain(|_, tat| *tat > now);
+        }
+        let tat = arrivals.entry(format!("{}:{}", key.principal, key.target)).or_insert(now);
+        let base = (*tat).max(now);
+        let allow_at = base.checked_sub(rate.tolerance()).unwrap_or(now);
+        if now < allow_at {
+            return Decision::Deny { retry_after: allow_at - now };
+        }
+        *tat = base + rate.interval();
+        Decision::Allow
+    }
+}
+
+impl RateLimiter for LocalLimiter {
+    fn check<'a>(&'a self, key: Key<'a>) -> BoxFuture<'a, Decision> {
+        let decision = self.decide(key, Instant::now());
+        Box::pin(async move { decision })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(target: &str) -> Key<'_> {
+        Key { principal: "10.0.0.1", target }
+    }
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!(Rate::parse("20/s", None), Some(Rate { per_second: 20.0, burst: 20 }));
+        assert_eq!(Rate::parse("60/m", Some(5)), Some(Rate { per_second: 1.0, burst: 5 }));
+        assert!(
+            Rate::parse("0/s", None).is_none()
+                && Rate::parse("5/d", None).is_none()
+                && Rate::parse("x", None).is_none()
+        );
+    }
+
+    #[test]
+    fn local_gcra_allows_the_burst_then_the_rate() {
+        let limits = Limits { default: Some(Rate { per_second: 10.0, burst: 3 }), ..Limits::default() };
+        let limiter = LocalLimiter::new(limits);
+        let now = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(limiter.decide(key("echo"), now), Decision::Allow);
+        }
+        let Decision::Deny { retry_after } = limiter.decide(key("echo"), now) else { panic!("the burst is spent") };
+        assert!(retry_after <= Duration::from_millis(100) && retry_after > Duration::ZERO, "{retry_after:?}");
+        assert_eq!(limiter.decide(key("other"), now), Decision::Allow, "per target");
+        assert_eq!(
+            limiter.decide(key("echo"), now + Duration::from_millis(100)),
+            Decision::Allow,
+            "one interval later"
+        );
+    }
+
+    #[test]
+    fn namespaces_have_their_own_rates() {
+        let mut namespaces = HashMap::new();
+        namespaces.insert("units".to_owned(), Rate { per_second: 1.0, burst: 1 });
+        let limiter = LocalLimiter::new(Limits { default: None, namespaces });
+        let now = Instant::now();
+        assert_eq!(limiter.decide(key("units_convert"), now), Decision::Allow);
+        assert!(matches!(limiter.decide(key("units_convert"), now), Decision::Deny { .. }));
+        assert_eq!(limiter.decide(key("echo"), now), Decision::Allow, "no default: unlimited");
+    }
+}
