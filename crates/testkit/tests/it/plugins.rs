@@ -523,3 +523,50 @@ async fn a_registration_reaches_every_replica_through_redis() {
     drop(replicas);
     database.remove().await;
 }
+
+/// The registry database goes away (connections refused, open ones killed):
+/// the replica keeps serving its last catalog, admin writes fail with 503 and
+/// write nothing, and everything works again when the database returns.
+#[tokio::test]
+async fn a_database_outage_degrades_to_the_last_catalog() {
+    use sqlx::Connection as _;
+    let database = FreshDatabase::postgres().await;
+    let env = [("SWITCHYARD_DATABASE_URL", database.url()), ("SWITCHYARD_REGISTRY__SYNC_INTERVAL", "200ms")];
+    let app = App::start(&env).await;
+    let admin = Admin::of(&app);
+    let (status, _) =
+        admin.post("/plugins", json!({"namespace": "kept", "kind": "builtin", "spec": {"name": "echo"}})).await;
+    assert_eq!(status, 201);
+
+    let name = database.url().rsplit('/').next().unwrap().to_owned();
+    let admin_url = std::env::var("TEST_DATABASE_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let mut postgres = sqlx::AnyConnection::connect(&admin_url).await.unwrap();
+    let run = |sql: String| sqlx::query(sqlx::AssertSqlSafe(sql));
+    run(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false")).execute(&mut postgres).await.unwrap();
+    run(format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
+        .fetch_all(&mut postgres)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await; // a few failed version checks
+
+    let client = app.client();
+    assert!(tool_names(&client).await.contains(&"kept_echo".to_owned()), "the last catalog is still served");
+    let echoed = client.request("tools/call", json!({"name": "kept_echo", "arguments": {"text": "still here"}})).await;
+    assert_eq!(echoed.result()["content"][0]["text"], "still here");
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "lost", "kind": "builtin", "spec": {"name": "echo"}})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("registry_unavailable")), "{body}");
+
+    run(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true")).execute(&mut postgres).await.unwrap();
+    let listed: Value = admin.http.get(format!("{}/plugins", admin.base)).send().await.unwrap().json().await.unwrap();
+    let namespaces: Vec<&str> =
+        listed["plugins"].as_array().unwrap().iter().map(|p| p["namespace"].as_str().unwrap()).collect();
+    assert_eq!(namespaces, ["kept"], "the refused write left nothing behind");
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "back", "kind": "builtin", "spec": {"name": "echo"}})).await;
+    assert_eq!(status, 201, "{body}");
+    assert!(tool_names(&client).await.contains(&"back_echo".to_owned()));
+    drop(app);
+    database.remove().await;
+}
