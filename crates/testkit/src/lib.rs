@@ -11,7 +11,7 @@
 //! # }
 //! ```
 
-mod guests;
+mod externals;
 mod schema;
 
 use std::time::Duration;
@@ -23,7 +23,7 @@ use switchyard::config::{Config, RawConfig};
 use switchyard_protocol::version::LATEST;
 use tokio_util::sync::CancellationToken;
 
-pub use guests::{LegacyPythonServer, guest_module, switchyard_binary};
+pub use externals::{AuthorizationServer, LegacyPythonServer, guest_module, switchyard_binary};
 pub use schema::SpecSchema;
 
 /// A running server. Dropping it shuts the server down.

@@ -570,3 +570,37 @@ async fn a_database_outage_degrades_to_the_last_catalog() {
     drop(app);
     database.remove().await;
 }
+
+/// An upstream plugin authenticating with OAuth client credentials against a
+/// real authorization server (`oidc-provider`): the right secret gets a token
+/// and the plugin registers; a wrong one is refused with the server's error.
+#[tokio::test]
+async fn upstream_client_credentials_come_from_a_real_authorization_server() {
+    let authorization = switchyard_testkit::AuthorizationServer::start().await;
+    let upstream = App::start(&[]).await;
+    let app = App::start(&[]).await;
+    let admin = Admin::of(&app);
+    let spec = |secret: &tempfile::NamedTempFile| {
+        json!({"url": upstream.url(), "auth": {"client_credentials": {
+            "token_url": authorization.token_endpoint(), "client_id": "switchyard-upstream",
+            "client_secret_from_file": secret.path().to_str().unwrap(), "scope": "tools:read"}}})
+    };
+    let wrong = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(wrong.path(), "not-the-secret").unwrap();
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "cc", "kind": "upstream", "spec": spec(&wrong)})).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("invalid_client"), "{body}");
+    assert!(!body.to_string().contains("not-the-secret"), "the secret is never echoed");
+
+    let right = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(right.path(), "upstream-secret\n").unwrap();
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "cc", "kind": "upstream", "spec": spec(&right)})).await;
+    assert_eq!(status, 201, "{body}");
+    let sum = app
+        .client()
+        .request("tools/call", json!({"name": "cc_calculator_arithmetic", "arguments": {"expression": "2+3"}}))
+        .await;
+    assert_eq!(sum.result()["structuredContent"]["result"], 5.0, "{:?}", sum.response());
+}

