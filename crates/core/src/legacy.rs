@@ -10,9 +10,9 @@
 //! the tool call's SSE response, and the client answers each in a POST of its
 //! own, which `Server::deliver_response` hands to the waiting call. The id we
 //! mint names the replica that holds the call, so an answer that a load
-//! balancer sends elsewhere is relayed to it over the bus. The client's capabilities were declared in an
-//! `initialize` we did not keep, so a client that lacks one answers with an
-//! error, which becomes a tool error.
+//! balancer sends elsewhere is relayed to it over the bus. The client's
+//! capabilities were declared in an `initialize` we did not keep, so a client
+//! that lacks one answers with an error, which becomes a tool error.
 
 use serde_json::{Map, Value, json};
 use switchyard_protocol::logging::LoggingLevel;
