@@ -88,23 +88,9 @@ impl LegacyPythonServer {
     /// When Python, pip or the server fail.
     pub async fn start() -> Self {
         let python = python_with_mcp();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
         let script = workspace().join("crates/testkit/python/legacy_server.py");
-        let child = Command::new(python)
-            .arg(script)
-            .arg(port.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start the Python MCP server");
-        let server = Self { child, url: format!("http://127.0.0.1:{port}/mcp") };
-        for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                return server;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("the Python MCP server did not start on port {port}");
+        let (child, port) = serve_on_free_port("the Python MCP server", Command::new(python).arg(script)).await;
+        Self { child, url: format!("http://127.0.0.1:{port}/mcp") }
     }
 
     /// Its MCP endpoint.
@@ -173,22 +159,8 @@ impl AuthorizationServer {
                 assert!(status.success(), "npm ci in {} failed", dir.display());
             }
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let child = Command::new(node)
-            .arg(dir.join("server.mjs"))
-            .arg(port.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start oidc-provider");
-        let server = Self { child, issuer: format!("http://127.0.0.1:{port}") };
-        for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                return server;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("oidc-provider did not start on port {port}");
+        let (child, port) = serve_on_free_port("oidc-provider", Command::new(node).arg(dir.join("server.mjs"))).await;
+        Self { child, issuer: format!("http://127.0.0.1:{port}") }
     }
 
     /// The issuer URL (`http://127.0.0.1:PORT`).
@@ -207,4 +179,24 @@ impl Drop for AuthorizationServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs `command PORT` with a free loopback port, output discarded, and
+/// waits until it accepts connections.
+async fn serve_on_free_port(what: &str, command: &mut Command) -> (std::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let mut child = command
+        .arg(port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return (child, port);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    panic!("{what} did not start on port {port}");
 }
