@@ -198,5 +198,6 @@ async fn serve_on_free_port(what: &str, command: &mut Command) -> (std::process:
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("{what} did not start on port {port}");
 }
