@@ -79,7 +79,7 @@ async fn describes_and_calls() {
 async fn an_endless_loop_times_out_and_others_keep_running() {
     let runtime = runtime();
     let spinning =
-        load(&runtime, module("(loop $l (br $l)) i64.const 0"), json!({"timeout_ms": 300, "fuel": u64::MAX / 2}))
+        load(&runtime, module("(loop $l (br $l)) i64.const 0"), json!({"timeout_ms": 2000, "fuel": u64::MAX / 2}))
             .await
             .unwrap();
     let healthy = load(&runtime, module(&ok_body()), json!({})).await.unwrap();
@@ -90,9 +90,9 @@ async fn an_endless_loop_times_out_and_others_keep_running() {
         (call(&healthy).await, begun.elapsed())
     });
     assert!(tool_error(spun).contains("deadline"));
-    assert!(started.elapsed() < Duration::from_secs(3), "stopped after {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(4), "stopped after {:?}", started.elapsed());
     assert!(fine.0.is_ok());
-    assert!(fine.1 < Duration::from_millis(250), "a healthy call waited {:?} behind a spinning one", fine.1);
+    assert!(fine.1 < Duration::from_millis(1000), "a healthy call waited {:?} behind a spinning one", fine.1);
 }
 
 #[tokio::test]

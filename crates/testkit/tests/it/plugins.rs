@@ -205,7 +205,7 @@ async fn hostile_modules_are_stopped_and_the_server_keeps_answering() {
     let (status, body) = admin
         .post(
             "/plugins",
-            json!({"namespace": "spin", "kind": "wasm", "spec": {"artifact": spin, "limits": {"timeout_ms": 500, "fuel": 100_000_000_000_u64}}}),
+            json!({"namespace": "spin", "kind": "wasm", "spec": {"artifact": spin, "limits": {"timeout_ms": 2000, "fuel": 100_000_000_000_u64}}}),
         )
         .await;
     assert_eq!(status, 201, "{body}");
@@ -222,13 +222,13 @@ async fn hostile_modules_are_stopped_and_the_server_keeps_answering() {
         tokio::spawn(async move { client.request("tools/call", json!({"name": "spin_run", "arguments": {}})).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
-    // While the module spins, the server answers others at once.
+    // While the module spins (for 2 s), the server answers others at once.
     let started = Instant::now();
     let sum = client
         .request("tools/call", json!({"name": "calculator_arithmetic", "arguments": {"expression": "2+2"}}))
         .await;
     assert_eq!(sum.result()["isError"], Value::Null, "{:?}", sum.response());
-    assert!(started.elapsed() < Duration::from_millis(300), "answered in {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_millis(1000), "answered in {:?}", started.elapsed());
 
     let spun = spinning.await.unwrap();
     assert_eq!(spun.result()["isError"], true);
