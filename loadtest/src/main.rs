@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+mod auth_call;
 mod listen_burst;
 mod wasm_call;
 
@@ -79,6 +80,21 @@ enum Scenario {
         #[arg(long, default_value_t = 2_000)]
         clients: usize,
     },
+    /// `tools/call` of `echo` with an RS256 bearer token from a real
+    /// authorization server (`oidc-provider`), reused (verification cache
+    /// hit) and fresh on every request (miss), as ratios to the same call
+    /// without authentication.
+    AuthCall {
+        /// The switchyard binary (build it with `cargo build --release`).
+        #[arg(long, default_value = "target/release/switchyard")]
+        switchyard: PathBuf,
+        /// Requests per throughput run (also the number of fresh tokens fetched).
+        #[arg(long, default_value_t = 10_000)]
+        requests: usize,
+        /// Concurrent connections for the throughput run.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+    },
     /// One WASM call in process (no HTTP): the host's floor and the units example.
     WasmCall {
         /// The units example module.
@@ -99,6 +115,9 @@ fn main() -> anyhow::Result<()> {
         }
         Scenario::ListenBurst { switchyard, clients } => {
             runtime.block_on(listen_burst::listen_burst(&switchyard, clients))
+        }
+        Scenario::AuthCall { switchyard, requests, concurrency } => {
+            runtime.block_on(auth_call::auth_call(&switchyard, requests, concurrency))
         }
         Scenario::WasmCall { wasm, calls } => runtime.block_on(wasm_call::wasm_call(&wasm, calls)),
         Scenario::PluginCall { switchyard, wasm, requests, concurrency, latency_requests } => {
@@ -191,7 +210,11 @@ async fn start_switchyard(binary: &std::path::Path) -> anyhow::Result<Server> {
 
 /// Starts Switchyard with extra `SWITCHYARD_*` settings.
 async fn start_switchyard_with(binary: &std::path::Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
-    let port = free_port()?;
+    start_switchyard_on(binary, free_port()?, env).await
+}
+
+/// Starts Switchyard on `port` (known beforehand, for a resource URI) with extra settings.
+async fn start_switchyard_on(binary: &std::path::Path, port: u16, env: &[(&str, &str)]) -> anyhow::Result<Server> {
     let database = std::env::temp_dir().join(format!("switchyard-loadtest-{}-{port}.db", std::process::id()));
     let child = server_command(binary)
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
@@ -246,6 +269,19 @@ async fn load(
     requests: usize,
     concurrency: usize,
 ) -> anyhow::Result<Run> {
+    load_with_tokens(server, body, headers, requests, concurrency, Arc::new(Vec::new())).await
+}
+
+/// [`load`] with bearer tokens: none when `tokens` is empty, else request
+/// `n` sends `tokens[n % len]` (one token: reused; as many as requests: each fresh).
+async fn load_with_tokens(
+    server: &Server,
+    body: &'static str,
+    headers: &'static [(&'static str, &'static str)],
+    requests: usize,
+    concurrency: usize,
+    tokens: Arc<Vec<String>>,
+) -> anyhow::Result<Run> {
     let client = reqwest::Client::builder().tcp_nodelay(true).pool_max_idle_per_host(concurrency).build()?;
     let pid = server.child.id();
     let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(requests));
@@ -253,15 +289,18 @@ async fn load(
     let started = Instant::now();
     let workers = (0..concurrency).map(|_| {
         let (client, url, remaining) = (client.clone(), server.url.clone(), Arc::clone(&remaining));
+        let tokens = Arc::clone(&tokens);
         tokio::spawn(async move {
             let mut latencies = Vec::new();
-            while remaining
-                .fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| {
+            while let Ok(n) =
+                remaining.fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| {
                     n.checked_sub(1)
                 })
-                .is_ok()
             {
                 let mut request = client.post(&url).body(body);
+                if !tokens.is_empty() {
+                    request = request.bearer_auth(&tokens[n % tokens.len()]);
+                }
                 for (k, v) in headers {
                     request = request.header(*k, *v);
                 }

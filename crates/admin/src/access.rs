@@ -1,15 +1,26 @@
-//! Who may use the admin API: loopback peers, or holders of the admin token.
+//! Who may use the admin API: loopback peers, holders of the admin token, or
+//! OAuth callers whose token holds the admin scope (when authorization is on).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 
 use crate::problem::Problem;
+
+/// Checks an OAuth bearer token for admin rights. The binary implements it
+/// over the `auth` crate; this crate does not know how tokens are checked.
+pub trait BearerCheck: Send + Sync + 'static {
+    /// The caller's principal when the request's token is valid and holds
+    /// the admin scope; otherwise the complete refusal (401 or 403 with its
+    /// challenge).
+    fn admin<'a>(&'a self, uri: &'a Uri, headers: &'a HeaderMap) -> BoxFuture<'a, Result<String, Response>>;
+}
 
 /// The admin API's access rule.
 #[derive(Clone)]
@@ -19,6 +30,8 @@ pub struct Access {
     pub allow_loopback: bool,
     /// SHA-256 of the admin token; `None` when no token is configured.
     token_digest: Option<[u8; 32]>,
+    /// OAuth tokens with the admin scope, when authorization is on.
+    oauth: Option<Arc<dyn BearerCheck>>,
 }
 
 impl std::fmt::Debug for Access {
@@ -26,6 +39,7 @@ impl std::fmt::Debug for Access {
         f.debug_struct("Access")
             .field("allow_loopback", &self.allow_loopback)
             .field("token", &self.token_digest.map(|_| "***"))
+            .field("oauth", &self.oauth.is_some())
             .finish()
     }
 }
@@ -39,23 +53,34 @@ impl Default for Access {
 impl Access {
     /// Loopback peers, plus bearers of `token` when one is given.
     pub fn new(allow_loopback: bool, token: Option<&str>) -> Self {
-        Self { allow_loopback, token_digest: token.map(|t| Sha256::digest(t.as_bytes()).into()) }
+        Self { allow_loopback, token_digest: token.map(|t| Sha256::digest(t.as_bytes()).into()), oauth: None }
     }
 
-    /// An identity for `updated_by`, or the refusal.
-    fn actor(&self, peer: Option<SocketAddr>, authorization: Option<&str>) -> Result<&'static str, Problem> {
-        if let (Some(expected), Some(given)) =
-            (&self.token_digest, authorization.and_then(|a| a.strip_prefix("Bearer ")).map(str::trim))
-        {
-            // Comparing digests in constant time: the time taken says nothing about the token.
-            let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
-            if expected.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0 {
-                return Ok("admin-token");
+    /// Also accepts OAuth bearer tokens that `check` approves.
+    #[must_use]
+    pub fn with_oauth(mut self, check: Arc<dyn BearerCheck>) -> Self {
+        self.oauth = Some(check);
+        self
+    }
+
+    /// An identity for `updated_by`, `Ok(None)` when an OAuth token must
+    /// decide, or the refusal.
+    fn actor(&self, peer: Option<SocketAddr>, authorization: Option<&str>) -> Result<Option<&'static str>, Problem> {
+        if let Some(given) = authorization.and_then(|a| a.strip_prefix("Bearer ")).map(str::trim) {
+            if let Some(expected) = &self.token_digest {
+                // Comparing digests in constant time: the time taken says nothing about the token.
+                let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+                if expected.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0 {
+                    return Ok(Some("admin-token"));
+                }
+            }
+            if self.oauth.is_some() {
+                return Ok(None);
             }
             return Err(Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "the admin token is not valid"));
         }
         if self.allow_loopback && peer.is_some_and(|p| p.ip().is_loopback()) {
-            return Ok("loopback");
+            return Ok(Some("loopback"));
         }
         Err(Problem::new(
             StatusCode::UNAUTHORIZED,
@@ -66,23 +91,29 @@ impl Access {
 }
 
 /// Who made a change, as the handlers record it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Actor(pub(crate) &'static str);
+#[derive(Debug, Clone)]
+pub(crate) struct Actor(pub(crate) String);
 
 pub(crate) async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Next) -> Response {
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
     let authorization = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    match access.actor(peer, authorization) {
-        Ok(actor) => {
-            request.extensions_mut().insert(Actor(actor));
-            next.run(request).await
-        }
+    let actor = match access.actor(peer, authorization) {
+        Ok(Some(actor)) => actor.to_owned(),
+        Ok(None) => match &access.oauth {
+            Some(oauth) => match oauth.admin(request.uri(), request.headers()).await {
+                Ok(principal) => format!("oauth:{principal}"),
+                Err(refusal) => return refusal,
+            },
+            None => return Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "no admin access").into_response(),
+        },
         Err(problem) => {
             let mut response = problem.into_response();
             response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-            response
+            return response;
         }
-    }
+    };
+    request.extensions_mut().insert(Actor(actor));
+    next.run(request).await
 }
 
 #[cfg(test)]
@@ -94,12 +125,12 @@ mod tests {
         let loopback: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let remote: SocketAddr = "10.0.0.7:5000".parse().unwrap();
         let open = Access::new(true, None);
-        assert_eq!(open.actor(Some(loopback), None).unwrap(), "loopback");
+        assert_eq!(open.actor(Some(loopback), None).unwrap(), Some("loopback"));
         assert!(open.actor(Some(remote), None).is_err());
         assert!(open.actor(None, None).is_err());
         let guarded = Access::new(false, Some("s3cret"));
         assert!(guarded.actor(Some(loopback), None).is_err());
-        assert_eq!(guarded.actor(Some(remote), Some("Bearer s3cret")).unwrap(), "admin-token");
+        assert_eq!(guarded.actor(Some(remote), Some("Bearer s3cret")).unwrap(), Some("admin-token"));
         assert!(guarded.actor(Some(remote), Some("Bearer wrong")).is_err());
         assert!(!format!("{guarded:?}").contains("s3cret"));
     }

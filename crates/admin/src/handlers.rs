@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_bus::Event;
-use switchyard_registry::{NewPlugin, PluginKind, PluginRecord, parse_namespace};
+use switchyard_registry::{NewPlugin, PluginKind, PluginRecord, parse_namespace, validate_scopes};
 
 use crate::State;
 use crate::access::Actor;
@@ -74,6 +74,8 @@ pub(crate) struct Create {
     spec: Value,
     #[serde(default = "yes")]
     enabled: bool,
+    #[serde(default)]
+    scopes: Vec<String>,
 }
 
 fn empty_object() -> Value {
@@ -95,7 +97,14 @@ pub(crate) async fn create(
     let kind = PluginKind::parse(&request.kind).ok_or_else(|| {
         Problem::invalid("kind", format!("{:?} is not a plugin kind (builtin, wasm, upstream)", request.kind))
     })?;
-    let new = NewPlugin { namespace: request.namespace, kind, spec: request.spec, enabled: request.enabled };
+    validate_scopes(&request.scopes)?;
+    let new = NewPlugin {
+        namespace: request.namespace,
+        kind,
+        spec: request.spec,
+        enabled: request.enabled,
+        scopes: request.scopes,
+    };
     // Checked as the record it would become; the id is only a label here.
     let candidate = PluginRecord {
         id: "(new)".into(),
@@ -106,11 +115,12 @@ pub(crate) async fn create(
         version: 0,
         created_at_ms: 0,
         updated_at_ms: 0,
-        updated_by: actor.0.into(),
+        updated_by: actor.0.clone(),
+        scopes: new.scopes.clone(),
     };
     check(&state, &candidate).await?;
-    let record = state.registry.create(new, actor.0).await?;
-    tracing::info!(plugin = %record.id, namespace = %record.namespace, kind = kind.as_str(), actor = actor.0, "plugin registered");
+    let record = state.registry.create(new, &actor.0).await?;
+    tracing::info!(plugin = %record.id, namespace = %record.namespace, kind = kind.as_str(), actor = %actor.0, "plugin registered");
     announce(&state).await;
     Ok((StatusCode::CREATED, Json(record)).into_response())
 }
@@ -137,8 +147,30 @@ pub(crate) async fn update(
     let mut candidate = state.registry.get(&id).await?;
     candidate.spec = request.spec.clone();
     check(&state, &candidate).await?;
-    let record = state.registry.update_spec(&id, request.version, request.spec, actor.0).await?;
-    tracing::info!(plugin = %id, version = record.version, actor = actor.0, "plugin spec changed");
+    let record = state.registry.update_spec(&id, request.version, request.spec, &actor.0).await?;
+    tracing::info!(plugin = %id, version = record.version, actor = %actor.0, "plugin spec changed");
+    announce(&state).await;
+    Ok(Json(record).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Scopes {
+    scopes: Vec<String>,
+    version: i64,
+}
+
+/// `PUT /plugins/{id}/scopes`: what a caller's token needs for the plugin.
+pub(crate) async fn set_scopes(
+    Extract(state): Extract<State>,
+    Extension(actor): Extension<Actor>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let request: Scopes = json_body(&headers, &body)?;
+    let record = state.registry.set_scopes(&id, request.version, &request.scopes, &actor.0).await?;
+    tracing::info!(plugin = %id, scopes = ?record.scopes, actor = %actor.0, "plugin scopes changed");
     announce(&state).await;
     Ok(Json(record).into_response())
 }
@@ -167,8 +199,8 @@ pub(crate) async fn switch(
         // A plugin enabled later must still build, and its names still be free.
         check(&state, &state.registry.get(&id).await?).await?;
     }
-    let record = state.registry.set_enabled(&id, request.version, enabled, actor.0).await?;
-    tracing::info!(plugin = %id, enabled, actor = actor.0, "plugin switched");
+    let record = state.registry.set_enabled(&id, request.version, enabled, &actor.0).await?;
+    tracing::info!(plugin = %id, enabled, actor = %actor.0, "plugin switched");
     announce(&state).await;
     Ok(Json(record).into_response())
 }
@@ -186,7 +218,7 @@ pub(crate) async fn remove(
 ) -> Answer {
     let version = query.version.ok_or_else(|| Problem::invalid("version", "is required: DELETE …?version=N"))?;
     state.registry.delete(&id, version).await?;
-    tracing::info!(plugin = %id, actor = actor.0, "plugin removed");
+    tracing::info!(plugin = %id, actor = %actor.0, "plugin removed");
     announce(&state).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

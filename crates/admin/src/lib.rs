@@ -33,7 +33,7 @@ mod problem;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_bus::NotificationBus;
@@ -41,7 +41,7 @@ use switchyard_core::Catalog;
 use switchyard_plugins::BuildError;
 use switchyard_registry::{PluginRecord, Registry};
 
-pub use access::Access;
+pub use access::{Access, BearerCheck};
 
 /// What the admin API needs from the process that serves plugins.
 pub trait Plugins: Send + Sync + 'static {
@@ -93,6 +93,7 @@ pub fn router(
         .route("/plugins", get(handlers::list).post(handlers::create))
         .route("/plugins/{id}", get(handlers::show).put(handlers::update).delete(handlers::remove))
         .route("/plugins/{id}/tools", get(handlers::tools))
+        .route("/plugins/{id}/scopes", put(handlers::set_scopes))
         .route("/plugins/{id}/{action}", post(handlers::switch))
         .route("/artifacts", post(handlers::upload))
         .fallback(handlers::not_found)

@@ -13,10 +13,12 @@ use switchyard_protocol::version::Era;
 use switchyard_protocol::{ErrorObject, RequestId};
 use tokio_util::sync::CancellationToken;
 
+use crate::caching::{CachePolicy, CacheScope};
 use crate::catalog::Snapshot;
 use crate::error::Error;
 use crate::legacy;
 use crate::plugin::{CallContext, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult};
+use crate::policy::ItemKind;
 use crate::server::{Prepared, Server};
 use crate::state::Binding;
 
@@ -59,6 +61,7 @@ impl Call<'_> {
             Some(_) => return Err(Error::InvalidParams("params.arguments must be an object".into())),
         };
         let tool = self.snapshot.tool(name).ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
+        self.server.authorize(&self.request.caller, ItemKind::Tool, name, &tool.plugin)?;
         tool.input_schema
             .validate(arguments)
             .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
@@ -94,6 +97,7 @@ impl Call<'_> {
             .resource(uri)
             .or_else(|| self.snapshot.template_for(uri))
             .ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))?;
+        let gated = self.server.authorize(&self.request.caller, ItemKind::Resource, &owner.key, &owner.plugin)?;
         let result = self.run(&owner.plugin, uri, |plugin, cx| plugin.read_resource(uri, cx)).await?;
         if result.get("resultType").is_some_and(|t| t != "complete") {
             return Ok(result);
@@ -106,6 +110,8 @@ impl Call<'_> {
             .plugin
             .cache_policy()
             .map_or(self.server.config.read_cache, |p| self.server.config.read_cache.combine(p));
+        // Who may read it depends on the caller: no shared cache may reuse it.
+        let policy = if gated { CachePolicy { scope: CacheScope::Private, ..policy } } else { policy };
         Ok(self.server.cached(result, policy))
     }
 
@@ -116,6 +122,7 @@ impl Call<'_> {
             return Err(Error::InvalidParams(format!("prompt argument {key} must be a string")));
         }
         let prompt = self.snapshot.prompt(name).ok_or_else(|| Error::UnknownPrompt(name.to_owned()))?;
+        self.server.authorize(&self.request.caller, ItemKind::Prompt, name, &prompt.plugin)?;
         let missing: Vec<&str> =
             prompt.required_arguments.iter().filter(|a| !arguments.contains_key(*a)).map(String::as_str).collect();
         if !missing.is_empty() {
@@ -140,6 +147,7 @@ impl Call<'_> {
                     .prompt(&name)
                     .map(|p| Arc::clone(&p.plugin))
                     .ok_or_else(|| Error::UnknownPrompt(name.clone()))?;
+                self.server.authorize(&self.request.caller, ItemKind::Prompt, &name, &plugin)?;
                 (CompletionRef::Prompt(name), plugin)
             }
             Some("ref/resource") => {
@@ -148,6 +156,7 @@ impl Call<'_> {
                     self.snapshot.templates.iter().find(|t| t.key == uri).or_else(|| self.snapshot.resource(&uri));
                 let plugin =
                     owner.map(|o| Arc::clone(&o.plugin)).ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
+                self.server.authorize(&self.request.caller, ItemKind::Resource, &uri, &plugin)?;
                 (CompletionRef::Resource(uri), plugin)
             }
             _ => return Err(Error::InvalidParams("ref.type must be ref/prompt or ref/resource".into())),

@@ -67,6 +67,15 @@ pub enum Error {
         #[source]
         source: PluginError,
     },
+    /// The caller's scopes do not cover what the item needs: a 403 step-up
+    /// challenge over HTTP.
+    #[error("insufficient scope for {target}")]
+    InsufficientScope {
+        /// The tool, prompt or resource.
+        target: String,
+        /// The scopes it needs.
+        refusal: crate::policy::InsufficientScope,
+    },
     /// The tool's `structuredContent` does not match its `outputSchema`: our
     /// (or the plugin's) bug, reported to the model as a failed call.
     #[error("{tool} returned output that does not match its outputSchema")]
@@ -108,6 +117,7 @@ impl Error {
                 Delivery::Rpc(ErrorObject::invalid_params("Resource not found").with_data(json!({ "uri": uri })))
             }
             Self::InvalidParams(why) => Delivery::Rpc(ErrorObject::invalid_params(why.clone())),
+            Self::InsufficientScope { target, refusal } => Delivery::Rpc(refusal.to_error(target)),
             Self::RequestState(why) => {
                 Delivery::Rpc(ErrorObject::invalid_params(format!("Invalid requestState: {why}")))
             }

@@ -16,6 +16,7 @@
 //! - [`schema`]: JSON Schema 2020-12 compilation, bounded and offline.
 //! - [`state`]: sealing and opening MRTR `requestState`.
 //! - [`listen`]: the listen hub: one bus subscription, many local streams.
+//! - [`policy`]: the scopes items need and callers hold; list filtering and refusals.
 //! - [`error`]: the one place that decides JSON-RPC error or `isError` result.
 //!
 //! Read `ARCHITECTURE.md` at the repository root for a request's whole path.
@@ -26,6 +27,7 @@ pub mod error;
 pub mod listen;
 pub mod plugin;
 pub mod plugin_spec;
+pub mod policy;
 pub mod schema;
 pub mod server;
 pub mod state;

@@ -8,6 +8,7 @@
 //! capabilities for this request, a way to report progress and log messages,
 //! and, on a multi-round retry, the client's answers and the opened state.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,13 +23,18 @@ use tokio_util::sync::CancellationToken;
 use crate::caching::CachePolicy;
 use crate::catalog::ListKind;
 
-/// Who is calling. Until authentication lands (#4) every caller is anonymous;
-/// the principal is what `requestState` and task handles are bound to.
+/// Who is calling, as the transport established it. The principal is what
+/// `requestState` and task handles are bound to; the scopes decide what the
+/// caller may see and use ([`crate::policy`]). The default, an anonymous
+/// caller without scopes, is what a transport without authorization (stdio,
+/// a loopback server with auth off) hands in: everything is allowed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Caller {
     /// A stable identifier of the authenticated principal (issuer and
     /// subject), or `None` for an anonymous caller.
     pub principal: Option<String>,
+    /// The scopes the caller's token grants, or `None` when authorization is off.
+    pub scopes: Option<Arc<BTreeSet<String>>>,
 }
 
 /// What a plugin call produced.
@@ -110,6 +116,12 @@ pub trait Plugin: Send + Sync + 'static {
     /// `Prompt` objects, each with `name`.
     fn prompts(&self) -> Vec<Value> {
         Vec::new()
+    }
+
+    /// Scopes a caller needs for every tool, resource and prompt of this
+    /// plugin (the registry's per-plugin metadata); see [`crate::policy`].
+    fn required_scopes(&self) -> &[String] {
+        &[]
     }
 
     /// How long this plugin's lists and reads may be cached, when it differs

@@ -22,7 +22,8 @@ use crate::call::{Call, PendingResponses};
 use crate::catalog::{Catalog, HeaderParam, Snapshot};
 use crate::error::{Delivery, Error};
 use crate::listen::{Filter, ListenHub, ListenStream};
-use crate::plugin::{Caller, Notifier};
+use crate::plugin::{Caller, Notifier, Plugin};
+use crate::policy::{InsufficientScope, ItemKind, Policy};
 use crate::state::{StateKey, StateSealer};
 use crate::{cursor, legacy};
 
@@ -47,6 +48,8 @@ pub struct Config {
     pub state_keys: Vec<StateKey>,
     /// How long a sealed `requestState` stays valid. Default 10 minutes.
     pub state_lifetime: Duration,
+    /// Scopes items need beyond what their plugins declare.
+    pub policy: Policy,
 }
 
 /// A request that passed era, `_meta` and version validation.
@@ -214,6 +217,21 @@ impl Server {
         &self.hub
     }
 
+    /// Every scope some item of the current catalog needs: what the protected
+    /// resource metadata announces in `scopes_supported`.
+    pub fn scopes_in_use(&self) -> std::collections::BTreeSet<String> {
+        let snapshot = self.catalog.snapshot();
+        let tools = snapshot.tools.iter().map(|t| (ItemKind::Tool, &t.name, &t.plugin));
+        let prompts = snapshot.prompts.iter().map(|p| (ItemKind::Prompt, &p.name, &p.plugin));
+        let resources =
+            snapshot.resources.iter().chain(&snapshot.templates).map(|r| (ItemKind::Resource, &r.key, &r.plugin));
+        tools
+            .chain(prompts)
+            .chain(resources)
+            .flat_map(|(kind, key, plugin)| self.needed_scopes(kind, key, plugin))
+            .collect()
+    }
+
     /// The `x-mcp-header` arguments of a tool, for the HTTP header check.
     pub fn header_params(&self, tool: &str) -> Vec<HeaderParam> {
         self.catalog.snapshot().tool(tool).map(|t| t.header_params.clone()).unwrap_or_default()
@@ -346,17 +364,44 @@ impl Server {
     /// plugins. `None` for any other method.
     async fn dispatch_shared(&self, call: &Call<'_>) -> Option<Result<Value, Error>> {
         let (params, snapshot) = (&call.request.params, call.snapshot);
+        let caller = &call.request.caller;
         Some(match &call.request.method {
-            Method::ListTools => self.list(params, &snapshot.tools, |t| &t.name, |t| &t.definition, "tools", snapshot),
-            Method::ListPrompts => {
-                self.list(params, &snapshot.prompts, |p| &p.name, |p| &p.definition, "prompts", snapshot)
-            }
-            Method::ListResources => {
-                self.list(params, &snapshot.resources, |r| &r.key, |r| &r.definition, "resources", snapshot)
-            }
-            Method::ListResourceTemplates => {
-                self.list(params, &snapshot.templates, |r| &r.key, |r| &r.definition, "resourceTemplates", snapshot)
-            }
+            Method::ListTools => self.list(
+                params,
+                caller,
+                ItemKind::Tool,
+                &snapshot.tools,
+                |t| (&t.name, &t.definition, &t.plugin),
+                "tools",
+                snapshot,
+            ),
+            Method::ListPrompts => self.list(
+                params,
+                caller,
+                ItemKind::Prompt,
+                &snapshot.prompts,
+                |p| (&p.name, &p.definition, &p.plugin),
+                "prompts",
+                snapshot,
+            ),
+            Method::ListResources => self.list(
+                params,
+                caller,
+                ItemKind::Resource,
+                &snapshot.resources,
+                |r| (&r.key, &r.definition, &r.plugin),
+                "resources",
+                snapshot,
+            ),
+            Method::ListResourceTemplates => self.list(
+                params,
+                caller,
+                ItemKind::Resource,
+                &snapshot.templates,
+                |r| (&r.key, &r.definition, &r.plugin),
+                "resourceTemplates",
+                snapshot,
+            ),
             Method::CallTool => call.call_tool().await,
             Method::ReadResource => call.read_resource().await,
             Method::GetPrompt => call.get_prompt().await,
@@ -406,13 +451,38 @@ impl Server {
         result
     }
 
+    /// The scopes an item needs; see [`crate::policy`].
+    pub(crate) fn needed_scopes(&self, kind: ItemKind, key: &str, plugin: &Arc<dyn Plugin>) -> Vec<String> {
+        self.config.policy.needed(kind, key, plugin.required_scopes())
+    }
+
+    /// Refuses a caller that may not use an item. `Ok(true)` when the item is
+    /// gated by scopes at all, so the answer depends on who asked.
+    pub(crate) fn authorize(
+        &self,
+        caller: &Caller,
+        kind: ItemKind,
+        key: &str,
+        plugin: &Arc<dyn Plugin>,
+    ) -> Result<bool, Error> {
+        let scopes = self.needed_scopes(kind, key, plugin);
+        if !caller.may_use(&scopes) {
+            return Err(Error::InsufficientScope { target: key.to_owned(), refusal: InsufficientScope { scopes } });
+        }
+        Ok(caller.is_scoped() && !scopes.is_empty())
+    }
+
+    /// One page of a list, holding only what the caller may use. The answer
+    /// is `private` when the list holds anything gated by scopes and the
+    /// caller is authenticated: another caller may see a different list.
     #[allow(clippy::too_many_arguments)]
-    fn list<T>(
+    fn list<'s, T>(
         &self,
         params: &Map<String, Value>,
-        items: &[T],
-        key: impl Fn(&T) -> &String,
-        definition: impl Fn(&T) -> &Value,
+        caller: &Caller,
+        kind: ItemKind,
+        items: &'s [T],
+        parts: impl Fn(&'s T) -> (&'s String, &'s Value, &'s Arc<dyn Plugin>),
         member: &str,
         snapshot: &Snapshot,
     ) -> Result<Value, Error> {
@@ -423,12 +493,28 @@ impl Server {
             }
             Some(_) => return Err(Error::InvalidParams("cursor must be a string".into())),
         };
-        let (page, next) = cursor::page(items, |t| key(t).as_str(), after.as_deref(), self.config.page_size);
-        let mut result = json!({ member: page.iter().map(|t| definition(t).clone()).collect::<Vec<_>>() });
+        let mut gated = false;
+        let visible: Vec<(&String, &Value)> = items
+            .iter()
+            .map(&parts)
+            .filter(|(key, _, plugin)| {
+                let scopes = self.needed_scopes(kind, key, plugin);
+                gated |= !scopes.is_empty();
+                caller.may_use(&scopes)
+            })
+            .map(|(key, definition, _)| (key, definition))
+            .collect();
+        let (page, next) = cursor::page(&visible, |(key, _)| key.as_str(), after.as_deref(), self.config.page_size);
+        let mut result =
+            json!({ member: page.iter().map(|(_, definition)| (*definition).clone()).collect::<Vec<_>>() });
         if let Some(next) = next {
             result["nextCursor"] = json!(next);
         }
-        Ok(self.cached(result, snapshot.list_policy))
+        let mut policy = snapshot.list_policy;
+        if gated && caller.is_scoped() {
+            policy.scope = crate::caching::CacheScope::Private;
+        }
+        Ok(self.cached(result, policy))
     }
 
     fn listen(&self, request: &Prepared, capabilities: &Map<String, Value>) -> Result<ListenStream, Error> {

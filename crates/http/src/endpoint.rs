@@ -29,12 +29,17 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     }
     // Step 3 (ours): the rate limit, from headers and the connection only, so
     // a refused request costs no body read or parse.
+    // The caller, as an auth layer in front established it; without one
+    // (authorization off), an anonymous caller who may use everything.
+    let caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
     if let Some(limiter) = &state.limiter {
-        // TODO(#4): the authenticated principal; until then, the peer address.
-        let principal = parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map_or_else(|| "-".to_owned(), |peer| peer.0.ip().to_string());
+        // Counted per principal; an anonymous caller by its address.
+        let principal = caller.principal.clone().unwrap_or_else(|| {
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map_or_else(|| "-".to_owned(), |peer| peer.0.ip().to_string())
+        });
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let target = header(switchyard_protocol::headers::NAME)
             .or_else(|| header(switchyard_protocol::headers::METHOD))
@@ -90,12 +95,10 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         return reply::error(Some(&id), &e);
     }
     // Steps 5, 7, 8: era, required `_meta`, supported version.
-    // TODO(#4): the caller comes from the bearer token.
-    let prepared =
-        match state.server.prepare(id.clone(), &method, params, mirror::modern_hint(&headers), Caller::default()) {
-            Ok(prepared) => prepared,
-            Err(e) => return reply::error(Some(&id), &e),
-        };
+    let prepared = match state.server.prepare(id.clone(), &method, params, mirror::modern_hint(&headers), caller) {
+        Ok(prepared) => prepared,
+        Err(e) => return reply::error(Some(&id), &e),
+    };
     // Step 9: the standard headers are present and `Mcp-Name`/`Mcp-Param-*` match.
     if let Err(e) = mirror::require(&headers, &prepared, &state.server) {
         return reply::error(Some(&id), &e);

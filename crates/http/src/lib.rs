@@ -4,7 +4,8 @@
 //! `subscriptions/listen`.
 //!
 //! This crate owns HTTP concerns only: Origin/Host checks, content type and
-//! body limits, the mirrored-header checks of SEP-2243, the JSON-RPC-error to
+//! body limits, where an authentication layer goes (it is handed one, boxed),
+//! the mirrored-header checks of SEP-2243, the JSON-RPC-error to
 //! HTTP-status table, SSE framing, and cache headers derived from `ttlMs` and
 //! `cacheScope`. It knows no SQL, no Redis, and not how tokens are checked.
 //!
@@ -24,4 +25,4 @@ mod mirror;
 mod reply;
 mod router;
 
-pub use router::{Config, Health, bind, router, serve};
+pub use router::{AuthLayer, Config, Health, bind, router, serve};

@@ -10,7 +10,8 @@ use futures::future::BoxFuture;
 /// What a request is counted against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Key<'a> {
-    /// The caller: the authenticated principal, or the peer address until #4.
+    /// The caller: the authenticated principal, or the peer address when
+    /// authorization is off.
     pub principal: &'a str,
     /// The tool, prompt or resource named in `Mcp-Name`, else the method in
     /// `Mcp-Method`, else `-` (a legacy client sends neither).

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use switchyard_core::policy::InsufficientScope;
 use switchyard_core::{Execution, ListenFrame, ListenStream};
 use switchyard_protocol::error::{self as codes};
 use switchyard_protocol::{ErrorObject, RequestId, jsonrpc};
@@ -22,6 +23,7 @@ const EVENT_STREAM: &str = "text/event-stream";
 
 /// The one table from JSON-RPC error code to HTTP status (DIGEST §1.4, §8.4):
 /// request-shape and validation errors are 400, an unknown method is 404,
+/// a refusal for lack of scopes is 403 (the auth layer adds the challenge),
 /// everything else travels in a 200.
 pub(crate) fn status_of(code: i32) -> StatusCode {
     match code {
@@ -32,6 +34,7 @@ pub(crate) fn status_of(code: i32) -> StatusCode {
         | codes::MISSING_REQUIRED_CLIENT_CAPABILITY
         | codes::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
         codes::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        codes::INSUFFICIENT_SCOPE => StatusCode::FORBIDDEN,
         _ => StatusCode::OK,
     }
 }
@@ -42,10 +45,15 @@ fn with_type(status: StatusCode, content_type: &'static str, body: impl Into<Bod
     response
 }
 
-/// A JSON-RPC error response with the status from the table.
+/// A JSON-RPC error response with the status from the table. A refusal for
+/// lack of scopes also carries the [`InsufficientScope`] extension, from
+/// which the auth layer in front writes the `WWW-Authenticate` challenge.
 pub(crate) fn error(id: Option<&RequestId>, error: &ErrorObject) -> Response {
     let mut response = with_type(status_of(error.code), JSON, jsonrpc::failure(id, error));
     no_store(response.headers_mut());
+    if let Some(refusal) = InsufficientScope::from_error(error) {
+        response.extensions_mut().insert(refusal);
+    }
     response
 }
 

@@ -13,8 +13,14 @@ use axum::serve::ListenerExt as _;
 use switchyard_core::Server;
 use tokio::net::TcpListener;
 
-use crate::endpoint;
+use std::convert::Infallible;
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::routing::Route;
+
 use crate::limit::RateLimiter;
+use crate::{endpoint, guard};
 
 /// HTTP settings; composed into the binary's `Config`.
 #[derive(Debug, Clone)]
@@ -75,12 +81,24 @@ pub(crate) struct AppState {
     pub(crate) limiter: Option<Arc<dyn RateLimiter>>,
 }
 
+/// A tower layer that authenticates MCP requests (the `auth` crate's
+/// `RequireBearerLayer`, boxed so this crate does not know it): it answers
+/// 401/403 itself, or puts a `core::Caller` into the request's extensions.
+pub type AuthLayer = tower::util::BoxCloneSyncServiceLayer<Route, Request, Response, Infallible>;
+
 /// The application: the MCP endpoint (POST only), `/healthz` and `/readyz`.
-/// With a `limiter`, every MCP request is counted before its body is read.
-pub fn router(server: Arc<Server>, config: Config, health: Health, limiter: Option<Arc<dyn RateLimiter>>) -> Router {
+/// With a `limiter`, every MCP request is counted before its body is read;
+/// with `auth`, only authenticated requests reach the endpoint.
+pub fn router(
+    server: Arc<Server>,
+    config: Config,
+    health: Health,
+    limiter: Option<Arc<dyn RateLimiter>>,
+    auth: Option<AuthLayer>,
+) -> Router {
     let config = Arc::new(config);
     let state = AppState { server, config: Arc::clone(&config), limiter };
-    let mcp = Router::new()
+    let mut mcp = Router::new()
         .route(
             &config.endpoint,
             on(MethodFilter::POST, endpoint::post)
@@ -88,6 +106,22 @@ pub fn router(server: Arc<Server>, config: Config, health: Health, limiter: Opti
                 .fallback(method_not_allowed),
         )
         .with_state(state);
+    if let Some(auth) = auth {
+        // DIGEST §8.6: Origin and Host (step 2) before the token (step 3), so
+        // the guard also runs as a layer outside auth. The endpoint's own
+        // check stays for the unauthenticated path, where a layer would cost
+        // a boxed future per request.
+        let guard_config = Arc::clone(&config);
+        mcp = mcp.route_layer(auth).route_layer(axum::middleware::from_fn(move |request: Request, next: Next| {
+            let refusal = guard::refusal(&guard_config, request.version(), request.headers());
+            async move {
+                match refusal {
+                    Some(refusal) => refusal,
+                    None => next.run(request).await,
+                }
+            }
+        }));
+    }
     let ready = health.clone();
     mcp.route("/healthz", get(|| async { "ok" })).route(
         "/readyz",

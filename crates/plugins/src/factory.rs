@@ -50,6 +50,8 @@ pub struct Registration<'a> {
     pub kind: &'a str,
     /// The kind's spec.
     pub spec: &'a Value,
+    /// Scopes a caller needs for everything the plugin offers.
+    pub scopes: &'a [String],
 }
 
 /// Why a plugin is being built.
@@ -165,7 +167,7 @@ impl Factory {
                 ));
             }
         };
-        let published = Namespaced::new(plugin.id, plugin.namespace, inner);
+        let published = Namespaced::new(plugin.id, plugin.namespace, inner).with_scopes(plugin.scopes.to_vec());
         for tool in published.tools() {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
             if !switchyard_core::catalog::is_valid_tool_name(name) {

@@ -14,12 +14,21 @@ pub struct Namespaced {
     id: String,
     prefix: String,
     inner: Arc<dyn Plugin>,
+    scopes: Vec<String>,
 }
 
 impl Namespaced {
     /// Publishes `inner` under `namespace`, identified as `id` (the registry's plugin id).
     pub fn new(id: &str, namespace: &str, inner: Arc<dyn Plugin>) -> Self {
-        Self { id: id.to_owned(), prefix: format!("{namespace}_"), inner }
+        Self { id: id.to_owned(), prefix: format!("{namespace}_"), inner, scopes: Vec::new() }
+    }
+
+    /// Requires `scopes` of callers, for everything the plugin offers (the
+    /// registry record's scopes).
+    #[must_use]
+    pub fn with_scopes(mut self, scopes: Vec<String>) -> Self {
+        self.scopes = scopes;
+        self
     }
 
     /// The published name of one of the plugin's own names.
@@ -65,6 +74,10 @@ impl Plugin for Namespaced {
 
     fn cache_policy(&self) -> Option<CachePolicy> {
         self.inner.cache_policy()
+    }
+
+    fn required_scopes(&self) -> &[String] {
+        &self.scopes
     }
 
     fn call_tool<'a>(

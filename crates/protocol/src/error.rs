@@ -24,6 +24,10 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
 /// Switchyard's own (the implementation-defined range): the caller is over its
 /// rate limit; sent with HTTP 429 and `Retry-After`, `data.retryAfterMs`.
 pub const RATE_LIMITED: i32 = -32029;
+/// Switchyard's own: the caller's token lacks a scope the operation needs;
+/// sent with HTTP 403 and a `WWW-Authenticate` step-up challenge,
+/// `data.requiredScopes` naming every scope the operation needs.
+pub const INSUFFICIENT_SCOPE: i32 = -32030;
 
 /// A JSON-RPC error object: `code`, `message` and optional `data`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
-pub use record::{NewPlugin, PluginKind, PluginRecord, parse_namespace};
+pub use record::{NewPlugin, PluginKind, PluginRecord, parse_namespace, validate_scopes};
 
 /// How to reach the database. `Debug` hides a password in the URL.
 #[derive(Clone)]
@@ -115,14 +115,15 @@ pub struct Registry {
 // The statements are constants: no SQL is ever built from input.
 macro_rules! columns {
     () => {
-        "id, namespace, kind, spec, enabled, version, created_at, updated_at, updated_by"
+        "id, namespace, kind, spec, enabled, version, created_at, updated_at, updated_by, scopes"
     };
 }
 const SELECT_ONE: &str = concat!("SELECT ", columns!(), " FROM plugins WHERE id = $1");
 const SELECT_ALL: &str = concat!("SELECT ", columns!(), " FROM plugins ORDER BY namespace");
-const INSERT: &str = concat!("INSERT INTO plugins (", columns!(), ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+const INSERT: &str = concat!("INSERT INTO plugins (", columns!(), ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)");
 // A guarded change: it applies only while the row is at the version the caller read.
 const UPDATE_SPEC: &str = "UPDATE plugins SET spec = $1, version = version + 1, updated_at = $2, updated_by = $3 WHERE id = $4 AND version = $5";
+const UPDATE_SCOPES: &str = "UPDATE plugins SET scopes = $1, version = version + 1, updated_at = $2, updated_by = $3 WHERE id = $4 AND version = $5";
 const UPDATE_ENABLED: &str = "UPDATE plugins SET enabled = $1, version = version + 1, updated_at = $2, updated_by = $3 WHERE id = $4 AND version = $5";
 
 impl Registry {
@@ -172,6 +173,7 @@ impl Registry {
             created_at_ms: now,
             updated_at_ms: now,
             updated_by: actor.to_owned(),
+            scopes: new.scopes,
         };
         let mut tx = self.pool.begin().await.map_err(Error::Database)?;
         let inserted = sqlx::query(INSERT)
@@ -184,6 +186,7 @@ impl Registry {
             .bind(record.created_at_ms)
             .bind(record.updated_at_ms)
             .bind(&record.updated_by)
+            .bind(scopes_json(&record.scopes))
             .execute(&mut *tx)
             .await;
         if let Err(error) = inserted {
@@ -230,6 +233,21 @@ impl Registry {
     ) -> Result<PluginRecord> {
         record::validate_spec(&spec)?;
         self.change(id, expected_version, actor, UPDATE_SPEC, Bind::Text(spec.to_string())).await
+    }
+
+    /// Replaces the scopes a plugin needs, if it is still at `expected_version`.
+    ///
+    /// # Errors
+    /// `NotFound`, `Conflict`, `Invalid`, or a database failure.
+    pub async fn set_scopes(
+        &self,
+        id: &str,
+        expected_version: i64,
+        scopes: &[String],
+        actor: &str,
+    ) -> Result<PluginRecord> {
+        record::validate_scopes(scopes)?;
+        self.change(id, expected_version, actor, UPDATE_SCOPES, Bind::Text(scopes_json(scopes))).await
     }
 
     /// Enables or disables a plugin, if it is still at `expected_version`.
@@ -369,7 +387,15 @@ fn from_row(row: &AnyRow) -> Result<PluginRecord> {
         created_at_ms: get_int("created_at")?,
         updated_at_ms: get_int("updated_at")?,
         updated_by: get_text("updated_by")?,
+        scopes: serde_json::from_str(&get_text("scopes")?).map_err(|e| Error::Invalid {
+            field: "scopes",
+            reason: format!("stored scopes are not a JSON list: {e}"),
+        })?,
     })
+}
+
+fn scopes_json(scopes: &[String]) -> String {
+    serde_json::to_string(scopes).unwrap_or_else(|_| "[]".into())
 }
 
 /// SQLite creates a missing file only when asked (`mode=rwc`).

@@ -7,7 +7,10 @@ use sqlx::SqlStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 /// Every migration, in order: (version, description, SQL).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "plugins", include_str!("../../../migrations/0001_plugins.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "plugins", include_str!("../../../migrations/0001_plugins.sql")),
+    (2, "plugin scopes", include_str!("../../../migrations/0002_plugin_scopes.sql")),
+];
 
 pub(crate) fn migrator() -> Migrator {
     Migrator::with_migrations(

@@ -49,12 +49,34 @@ pub struct NewPlugin {
     pub spec: Value,
     /// Whether replicas serve it.
     pub enabled: bool,
+    /// Scopes a caller needs for every tool, resource and prompt of it.
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 impl NewPlugin {
     pub(crate) fn validate(&self) -> Result<()> {
         parse_namespace(&self.namespace)?;
+        validate_scopes(&self.scopes)?;
         validate_spec(&self.spec)
+    }
+}
+
+/// Checks scope names: RFC 6749 scope tokens (printable ASCII without space,
+/// `"` or `\`), at most 64 of them.
+///
+/// # Errors
+/// `Invalid { field: "scopes" }` naming the bad one.
+pub fn validate_scopes(scopes: &[String]) -> Result<()> {
+    let token = |s: &str| {
+        !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+    };
+    if scopes.len() > 64 {
+        return Err(Error::Invalid { field: "scopes", reason: "at most 64 scopes".into() });
+    }
+    match scopes.iter().find(|s| !token(s)) {
+        Some(bad) => Err(Error::Invalid { field: "scopes", reason: format!("{bad:?} is not a scope token") }),
+        None => Ok(()),
     }
 }
 
@@ -79,6 +101,9 @@ pub struct PluginRecord {
     pub updated_at_ms: i64,
     /// Who made the last change.
     pub updated_by: String,
+    /// Scopes a caller needs for every tool, resource and prompt of it.
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 /// Checks a namespace: 1–32 of `[a-z0-9]` and `_`, starting with a letter, so

@@ -67,6 +67,7 @@ impl CatalogSync {
             namespace: &record.namespace,
             kind: record.kind.as_str(),
             spec: &record.spec,
+            scopes: &record.scopes,
         };
         self.factory.build(registration, &RegistryArtifacts(&self.registry), purpose).await
     }

@@ -71,6 +71,91 @@ pub struct RawConfig {
     /// Rate limits per caller and tool.
     #[serde(default)]
     pub rate_limit: RawRateLimit,
+    /// OAuth 2.1 bearer tokens and the scope policy.
+    #[serde(default)]
+    pub auth: RawAuth,
+}
+
+/// `[auth]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuth {
+    /// The canonical URI of the MCP endpoint as clients reach it, e.g.
+    /// `https://mcp.example.com/mcp`: the audience tokens must name.
+    /// Default: `http://{bind}{http.endpoint}`.
+    pub resource: Option<String>,
+    /// Trusted issuers of JWT access tokens.
+    #[serde(default)]
+    pub issuers: Vec<RawIssuer>,
+    /// Token introspection (RFC 7662) for opaque tokens.
+    pub introspection: Option<RawIntrospection>,
+    /// Scopes every MCP request needs. Default none.
+    pub required_scopes: Option<StringList>,
+    /// More scopes to announce in the protected resource metadata.
+    pub scopes_supported: Option<StringList>,
+    /// The scope an OAuth token needs for the admin API. Default `switchyard:admin`.
+    pub admin_scope: Option<String>,
+    /// Clock skew allowed on `exp`/`nbf`. Default `"30s"`.
+    pub leeway: Option<String>,
+    /// Verified tokens kept in memory. Default 100000.
+    pub cache_capacity: Option<u64>,
+    /// How often issuer keys are refetched. Default `"10m"`.
+    pub jwks_refresh: Option<String>,
+    /// Least time between key refetches caused by an unknown `kid`. Default `"30s"`.
+    pub jwks_min_refetch: Option<String>,
+    /// `resource_name` in the metadata.
+    pub resource_name: Option<String>,
+    /// Serve without authentication on a non-loopback address. Default false:
+    /// such a bind without `[auth]` issuers or introspection is refused.
+    pub allow_unauthenticated: Option<bool>,
+    /// Scopes needed per item, on top of the plugins' own.
+    #[serde(default)]
+    pub scopes: RawScopes,
+}
+
+/// `[[auth.issuers]]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawIssuer {
+    /// The `iss` value, exactly.
+    pub issuer: String,
+    /// Its JWKS URL. Default: discovered from the issuer's metadata.
+    pub jwks_uri: Option<String>,
+    /// Accepted algorithms. Default `["RS256", "PS256", "ES256", "EdDSA"]`.
+    pub algorithms: Option<StringList>,
+    /// Accepted audiences, when not the resource URI.
+    pub audiences: Option<StringList>,
+}
+
+/// `[auth.introspection]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawIntrospection {
+    /// The introspection endpoint.
+    pub endpoint: String,
+    /// Switchyard's client id there.
+    pub client_id: String,
+    /// Its secret; prefer `client_secret_file` or `SWITCHYARD_AUTH__INTROSPECTION__CLIENT_SECRET`.
+    pub client_secret: Option<String>,
+    /// A file holding the secret (a mounted Kubernetes Secret).
+    pub client_secret_file: Option<String>,
+    /// The issuer the answers speak for.
+    pub issuer: String,
+}
+
+/// `[auth.scopes]`: `tools = { calculator_add = ["math"] }` and so on.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScopes {
+    /// By published tool name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, StringList>,
+    /// By prompt name.
+    #[serde(default)]
+    pub prompts: BTreeMap<String, StringList>,
+    /// By resource URI or template.
+    #[serde(default)]
+    pub resources: BTreeMap<String, StringList>,
 }
 
 /// `[rate_limit]`
@@ -253,6 +338,17 @@ pub struct Config {
     pub upstream: switchyard_plugins::OutboundPolicy,
     /// Rate limits, if any is configured.
     pub rate_limit: Option<(switchyard_limits::Limits, switchyard_limits::OnError)>,
+    /// Bearer-token authentication, when configured.
+    pub auth: Option<AuthConfig>,
+}
+
+/// Authentication settings.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// The resource server's settings.
+    pub verifier: switchyard_auth::Config,
+    /// The scope the admin API requires of OAuth callers.
+    pub admin_scope: String,
 }
 
 /// The admin API's settings. `Debug` hides the token.
@@ -402,6 +498,12 @@ impl TryFrom<RawConfig> for Config {
             problems.push("registry.sync_interval must be more than 0".into());
         }
         let rate_limit = rate_limit_config(raw.rate_limit, &mut problems);
+        let policy = switchyard_core::policy::Policy {
+            tools: scope_map(&raw.auth.scopes.tools),
+            prompts: scope_map(&raw.auth.scopes.prompts),
+            resources: scope_map(&raw.auth.scopes.resources),
+        };
+        let auth = auth_config(raw.auth, bind, &http.endpoint, &mut problems);
         let admin = admin_config(raw.admin, &mut problems);
         let defaults = switchyard_plugins::WasmConfig::default();
         let wasm = switchyard_plugins::WasmConfig {
@@ -426,6 +528,7 @@ impl TryFrom<RawConfig> for Config {
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
         });
         Ok(Config {
+            auth,
             rate_limit,
             redis,
             upstream,
@@ -449,6 +552,7 @@ impl TryFrom<RawConfig> for Config {
                 call_timeout,
                 state_keys,
                 state_lifetime,
+                policy,
             },
             list_cache: CachePolicy::new(list_ttl, CacheScope::Public),
             http,
@@ -494,6 +598,82 @@ fn rate_limit_config(
         }
     };
     (default.is_some() || !namespaces.is_empty()).then_some((Limits { default, namespaces }, on_error))
+}
+
+fn scope_map(raw: &BTreeMap<String, StringList>) -> std::collections::HashMap<String, Vec<String>> {
+    raw.iter().map(|(key, scopes)| (key.clone(), scopes.clone().into_vec())).collect()
+}
+
+fn auth_config(raw: RawAuth, bind: SocketAddr, endpoint: &str, problems: &mut Vec<String>) -> Option<AuthConfig> {
+    if raw.issuers.is_empty() && raw.introspection.is_none() {
+        // Off loopback, serving without authentication must be asked for.
+        if !bind.ip().is_loopback() && raw.allow_unauthenticated != Some(true) {
+            problems.push(format!(
+                "bind: {bind} is not loopback, so [auth] needs issuers or introspection (or auth.allow_unauthenticated = true, which exposes every tool to anyone who can connect)"
+            ));
+        }
+        return None;
+    }
+    let resource = raw.resource.unwrap_or_else(|| format!("http://{bind}{endpoint}"));
+    let issuers = raw
+        .issuers
+        .into_iter()
+        .map(|issuer| {
+            let mut config = switchyard_auth::IssuerConfig::new(issuer.issuer);
+            config.jwks_uri = issuer.jwks_uri;
+            if let Some(algorithms) = issuer.algorithms {
+                config.algorithms = algorithms
+                    .into_vec()
+                    .iter()
+                    .filter_map(|name| {
+                        name.parse()
+                            .map_err(|_| problems.push(format!("auth.issuers: algorithm {name:?} is unknown")))
+                            .ok()
+                    })
+                    .collect();
+            }
+            config.audiences = issuer.audiences.map(StringList::into_vec).unwrap_or_default();
+            config
+        })
+        .collect();
+    let mut config = switchyard_auth::Config::new(resource, issuers);
+    if let Some(introspection) = raw.introspection {
+        let secret = match (introspection.client_secret, introspection.client_secret_file) {
+            (Some(secret), None) => secret,
+            (None, Some(path)) => std::fs::read_to_string(&path).map(|s| s.trim().to_owned()).unwrap_or_else(|e| {
+                problems.push(format!("auth.introspection.client_secret_file: {path}: {e}"));
+                String::new()
+            }),
+            _ => {
+                problems.push("auth.introspection: set one of client_secret and client_secret_file".into());
+                String::new()
+            }
+        };
+        config.introspection = Some(switchyard_auth::IntrospectionConfig {
+            endpoint: introspection.endpoint,
+            client_id: introspection.client_id,
+            client_secret: secret,
+            issuer: introspection.issuer,
+        });
+    }
+    config.required_scopes = raw.required_scopes.map(StringList::into_vec).unwrap_or_default();
+    config.scopes_supported = raw.scopes_supported.map(StringList::into_vec).unwrap_or_default();
+    let mut duration = |what: &str, value: Option<String>, default: Duration| match value {
+        None => default,
+        Some(text) => parse_duration(&text).unwrap_or_else(|| {
+            problems.push(format!("{what}: {text:?} is not a duration (try \"30s\", \"5m\")"));
+            default
+        }),
+    };
+    config.leeway = duration("auth.leeway", raw.leeway, config.leeway);
+    config.jwks_refresh = duration("auth.jwks_refresh", raw.jwks_refresh, config.jwks_refresh);
+    config.jwks_min_refetch = duration("auth.jwks_min_refetch", raw.jwks_min_refetch, config.jwks_min_refetch);
+    config.cache_capacity = raw.cache_capacity.unwrap_or(config.cache_capacity);
+    config.resource_name = raw.resource_name;
+    if let Err(error) = config.validate() {
+        problems.push(error.to_string());
+    }
+    Some(AuthConfig { verifier: config, admin_scope: raw.admin_scope.unwrap_or_else(|| "switchyard:admin".into()) })
 }
 
 fn admin_config(raw: RawAdmin, problems: &mut Vec<String>) -> Option<AdminConfig> {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use futures::future::BoxFuture;
 use serde_json::Value;
+use switchyard_auth::{Gate, Verifier};
 use switchyard_bus::{InMemoryBus, NotificationBus, RedisBus};
 use switchyard_core::{Catalog, ListenHub, Plugin, Server};
 use switchyard_http::Health;
@@ -40,6 +41,8 @@ pub struct Switchyard {
     /// The link between the registry and the catalog.
     pub catalog_sync: Arc<CatalogSync>,
     limiter: Option<Arc<dyn switchyard_http::limit::RateLimiter>>,
+    /// The bearer-token verifier, when authentication is configured.
+    verifier: Option<Arc<Verifier>>,
     registry: Registry,
     bus: Arc<dyn NotificationBus>,
     config: Config,
@@ -90,17 +93,35 @@ impl Switchyard {
                     .context("connecting the rate limiter to Redis")?,
             )),
         };
-        Ok(Self { server, health: Health::default(), shutdown, catalog_sync, limiter, registry, bus, config })
+        let verifier = match &config.auth {
+            None => None,
+            Some(auth) => {
+                let verifier = Arc::new(Verifier::new(auth.verifier.clone()).context("configuring authentication")?);
+                verifier.spawn_refresh(shutdown.clone());
+                Some(verifier)
+            }
+        };
+        Ok(Self { server, health: Health::default(), shutdown, catalog_sync, limiter, verifier, registry, bus, config })
     }
 
-    /// The HTTP application: MCP, health, and the admin API unless it has its own port.
+    /// The HTTP application: MCP, health, the protected resource metadata
+    /// when authentication is on, and the admin API unless it has its own port.
     pub fn router(&self) -> axum::Router {
-        let mcp = switchyard_http::router(
+        let auth = self.verifier.as_ref().map(|verifier| {
+            switchyard_http::AuthLayer::new(switchyard_auth::RequireBearerLayer::new(Arc::clone(verifier)))
+        });
+        let mut mcp = switchyard_http::router(
             Arc::clone(&self.server),
             self.config.http.clone(),
             self.health.clone(),
             self.limiter.clone(),
+            auth,
         );
+        if let Some(verifier) = &self.verifier {
+            let server = Arc::clone(&self.server);
+            let scopes: switchyard_auth::metadata::ExtraScopes = Arc::new(move || server.scopes_in_use());
+            mcp = mcp.merge(switchyard_auth::metadata::router(verifier.config(), scopes));
+        }
         match (&self.config.admin, self.admin_router()) {
             (Some(admin), Some(router)) if admin.bind.is_none() => mcp.merge(router),
             _ => mcp,
@@ -111,8 +132,13 @@ impl Switchyard {
     /// page must not reach it through DNS rebinding), if enabled.
     pub fn admin_router(&self) -> Option<axum::Router> {
         let admin = self.config.admin.as_ref()?;
+        let mut api = admin.api.clone();
+        if let (Some(verifier), Some(auth)) = (&self.verifier, &self.config.auth) {
+            let gate = Gate::with_scopes(Arc::clone(verifier), vec![auth.admin_scope.clone()]);
+            api.access = api.access.with_oauth(Arc::new(AdminBearer(gate)));
+        }
         let router = switchyard_admin::router(
-            admin.api.clone(),
+            api,
             self.registry.clone(),
             Arc::clone(self.server.catalog()),
             Arc::clone(&self.bus),
@@ -183,6 +209,22 @@ impl Switchyard {
             }
         }
         Ok(())
+    }
+}
+
+/// OAuth access to the admin API: a valid token holding the admin scope.
+struct AdminBearer(Gate);
+
+impl switchyard_admin::BearerCheck for AdminBearer {
+    fn admin<'a>(
+        &'a self,
+        uri: &'a axum::http::Uri,
+        headers: &'a axum::http::HeaderMap,
+    ) -> BoxFuture<'a, Result<String, axum::response::Response>> {
+        Box::pin(async move {
+            let principal = self.0.check(uri, headers).await?;
+            Ok(format!("{} {}", principal.issuer, principal.subject))
+        })
     }
 }
 

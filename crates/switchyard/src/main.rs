@@ -151,7 +151,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
-    let (bind, config_backlog) = (config.bind, config.http.listen_backlog);
+    let (bind, config_backlog, authenticated) = (config.bind, config.http.listen_backlog, config.auth.is_some());
     let app = Switchyard::build(config).await?;
     if stdio {
         let shutdown = app.shutdown.clone();
@@ -167,9 +167,9 @@ async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
     }
     let listener = switchyard_http::bind(bind, config_backlog).map_err(|e| anyhow::anyhow!("binding {bind}: {e}"))?;
     tracing::info!(address = %listener.local_addr()?, "serving MCP over HTTP");
-    if !bind.ip().is_loopback() {
-        // TODO(#4): authentication is on by default off loopback; until it lands, say so loudly.
-        tracing::warn!(%bind, "bound to a non-loopback address without authentication");
+    if !bind.ip().is_loopback() && !authenticated {
+        // Only reachable with `auth.allow_unauthenticated = true`: say so loudly.
+        tracing::warn!(%bind, "SERVING WITHOUT AUTHENTICATION on a non-loopback address: anyone who can connect may call every tool (auth.allow_unauthenticated = true)");
     }
     app.serve(listener, shutdown_signal()).await
 }

@@ -1,30 +1,141 @@
 // A real OAuth authorization server for Switchyard's tests, on loopback:
-// node server.mjs PORT. Clients are fixed below; nothing is persisted.
+// node server.mjs PORT. Clients are fixed below (plus any registered
+// dynamically); nothing is persisted.
+//
+// Access tokens for a resource (RFC 8707 `resource=`) are RS256 JWTs whose
+// `aud` is the resource, except for the client `mcp-opaque`, whose tokens are
+// opaque and checked through introspection. Test hooks: the client
+// `mcp-short` gets 2-second tokens, `mcp-future` gets tokens valid from an
+// hour ahead, and `POST /test/rotate` rotates the signing key (the old key
+// stays published; new tokens carry the new `kid`). Logins and consents are
+// approved at once for the account `test-user`, so the authorization code
+// flow runs headless.
+import crypto from 'node:crypto';
+import http from 'node:http';
 import Provider from 'oidc-provider';
 
 const port = Number(process.argv[2]);
 const issuer = `http://127.0.0.1:${port}`;
+const RESOURCE_SCOPES = 'mcp tools:call units units:convert math switchyard:admin';
 
-const provider = new Provider(issuer, {
-  clients: [
-    {
-      // What an upstream plugin's `client_credentials` auth uses.
-      client_id: 'switchyard-upstream',
-      client_secret: 'upstream-secret',
-      grant_types: ['client_credentials'],
-      redirect_uris: [],
-      response_types: [],
-      token_endpoint_auth_method: 'client_secret_post',
-      scope: 'tools:read',
-    },
-  ],
-  scopes: ['tools:read'],
-  features: {
-    clientCredentials: { enabled: true },
-    devInteractions: { enabled: false },
-  },
+function signingKey() {
+  const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const jwk = privateKey.export({ format: 'jwk' });
+  return { ...jwk, kid: crypto.randomUUID(), alg: 'RS256', use: 'sig' };
+}
+
+const confidential = (client_id, extra = {}) => ({
+  client_id,
+  client_secret: `${client_id}-secret`,
+  grant_types: ['client_credentials'],
+  redirect_uris: [],
+  response_types: [],
+  token_endpoint_auth_method: 'client_secret_post',
+  scope: RESOURCE_SCOPES,
+  ...extra,
 });
 
-provider.listen(port, '127.0.0.1', () => {
+function makeProvider(keys) {
+  const provider = new Provider(issuer, {
+    jwks: { keys },
+    clients: [
+      // What an upstream plugin's `client_credentials` auth uses.
+      {
+        client_id: 'switchyard-upstream',
+        client_secret: 'upstream-secret',
+        grant_types: ['client_credentials'],
+        redirect_uris: [],
+        response_types: [],
+        token_endpoint_auth_method: 'client_secret_post',
+        scope: 'tools:read',
+      },
+      confidential('mcp-test'),
+      confidential('mcp-short'),
+      confidential('mcp-future'),
+      confidential('mcp-opaque'),
+      // Switchyard itself, asking about opaque tokens.
+      confidential('switchyard-introspector', { token_endpoint_auth_method: 'client_secret_basic' }),
+    ],
+    // offline_access turns on the refresh_token grant (public clients get rotated refresh tokens).
+    scopes: ['tools:read', 'offline_access', ...RESOURCE_SCOPES.split(' ')],
+    findAccount: (ctx, id) => ({ accountId: id, claims: () => ({ sub: id }) }),
+    clientDefaults: { grant_types: ['authorization_code', 'refresh_token'], token_endpoint_auth_method: 'none' },
+    features: {
+      clientCredentials: { enabled: true },
+      devInteractions: { enabled: false },
+      introspection: { enabled: true },
+      registration: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: (ctx, client, oneOf) => oneOf,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (ctx, resourceIndicator, client) => ({
+          scope: RESOURCE_SCOPES,
+          audience: resourceIndicator,
+          accessTokenTTL: client.clientId === 'mcp-short' ? 2 : 600,
+          accessTokenFormat: client.clientId === 'mcp-opaque' ? 'opaque' : 'jwt',
+          jwt: { sign: { alg: 'RS256' } },
+        }),
+      },
+    },
+    extraTokenClaims: (ctx, token) =>
+      token.clientId === 'mcp-future' ? { nbf: Math.floor(Date.now() / 1000) + 3600 } : undefined,
+    // Loopback test clients register http://127.0.0.1 redirect URIs.
+    pkce: { required: () => true },
+  });
+  // Plain http on loopback is what the tests run; the provider would
+  // otherwise insist on https for some client metadata.
+  provider.proxy = true;
+  return provider;
+}
+
+// Approves every login and consent for `test-user`.
+async function interact(provider, req, res) {
+  const details = await provider.interactionDetails(req, res);
+  const { prompt, params } = details;
+  let result;
+  if (prompt.name === 'login') {
+    result = { login: { accountId: 'test-user' } };
+  } else {
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId: details.session.accountId, clientId: params.client_id });
+    const missing = prompt.details;
+    if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+    if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
+    if (missing.missingResourceScopes) {
+      for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes)) {
+        grant.addResourceScope(indicator, scopes.join(' '));
+      }
+    }
+    result = { consent: { grantId: await grant.save() } };
+  }
+  await provider.interactionFinished(req, res, result, { mergeWithLastSubmission: false });
+}
+
+let keys = [signingKey()];
+let provider = makeProvider(keys);
+
+const server = http.createServer(async (req, res) => {
+  try {
+    if (req.method === 'POST' && req.url === '/test/rotate') {
+      keys = [signingKey(), ...keys];
+      provider = makeProvider(keys);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kid: keys[0].kid }));
+      return;
+    }
+    if (req.url.startsWith('/interaction/')) {
+      await interact(provider, req, res);
+      return;
+    }
+    provider.callback()(req, res);
+  } catch (error) {
+    res.writeHead(500, { 'content-type': 'text/plain' });
+    res.end(String(error));
+  }
+});
+
+server.listen(port, '127.0.0.1', () => {
   console.log(`oidc-provider listening at ${issuer}`);
 });

@@ -106,6 +106,36 @@ impl Drop for LegacyPythonServer {
     }
 }
 
+/// Runs `crates/testkit/python/{script}` with the pinned Python MCP SDK and
+/// `args`, for at most `limit`; its stdout on success, else its stderr.
+///
+/// # Panics
+/// When Python cannot be installed or started.
+pub async fn python_client(script: &str, args: &[&str], limit: std::time::Duration) -> Result<String, String> {
+    let python = tokio::task::spawn_blocking(python_with_mcp).await.expect("install the Python SDK");
+    let mut child = Command::new(python)
+        .arg(workspace().join("crates/testkit/python").join(script))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start python");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().expect("poll python").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(format!("{script} did not finish within {limit:?}"));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let output = child.wait_with_output().expect("python output");
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
 /// The virtualenv's python, after installing the pinned packages if needed.
 fn python_with_mcp() -> PathBuf {
     static INSTALL: Mutex<()> = Mutex::new(());
@@ -171,6 +201,49 @@ impl AuthorizationServer {
     /// The token endpoint.
     pub fn token_endpoint(&self) -> String {
         format!("{}/token", self.issuer)
+    }
+
+    /// An access token for `resource` with `scope`, from a client-credentials
+    /// grant of `client` (one of the fixed clients of `server.mjs`: `mcp-test`,
+    /// `mcp-short`, `mcp-future`, `mcp-opaque`).
+    ///
+    /// # Panics
+    /// When the server refuses.
+    pub async fn token(&self, client: &str, scope: &str, resource: &str) -> String {
+        let secret = format!("{client}-secret");
+        let form = [
+            ("grant_type", "client_credentials"),
+            ("client_id", client),
+            ("client_secret", secret.as_str()),
+            ("scope", scope),
+            ("resource", resource),
+        ];
+        let answer: serde_json::Value = reqwest::Client::new()
+            .post(self.token_endpoint())
+            .form(&form)
+            .send()
+            .await
+            .expect("token endpoint reachable")
+            .json()
+            .await
+            .expect("a JSON answer");
+        answer["access_token"].as_str().unwrap_or_else(|| panic!("no token: {answer}")).to_owned()
+    }
+
+    /// Rotates the signing key: later tokens carry a new `kid`. Returns it.
+    ///
+    /// # Panics
+    /// When the server refuses.
+    pub async fn rotate_key(&self) -> String {
+        let answer: serde_json::Value = reqwest::Client::new()
+            .post(format!("{}/test/rotate", self.issuer))
+            .send()
+            .await
+            .expect("reachable")
+            .json()
+            .await
+            .expect("a JSON answer");
+        answer["kid"].as_str().expect("kid").to_owned()
     }
 }
 

@@ -23,7 +23,7 @@ use switchyard::config::{Config, RawConfig};
 use switchyard_protocol::version::LATEST;
 use tokio_util::sync::CancellationToken;
 
-pub use externals::{AuthorizationServer, LegacyPythonServer, guest_module, switchyard_binary};
+pub use externals::{AuthorizationServer, LegacyPythonServer, guest_module, python_client, switchyard_binary};
 pub use schema::SpecSchema;
 
 /// A running server. Dropping it shuts the server down.
@@ -44,8 +44,21 @@ impl App {
     /// # Panics
     /// When the configuration is invalid or the port cannot be bound.
     pub async fn start(env: &[(&str, &str)]) -> Self {
+        let listener = switchyard_http::bind(([127, 0, 0, 1], 0).into(), 4096).expect("bind 127.0.0.1:0");
+        Self::start_on(listener, env).await
+    }
+
+    /// Starts a server on a listener the caller bound already: the caller
+    /// knows the address first (to configure an authorization server with
+    /// the resource URI, say).
+    ///
+    /// # Panics
+    /// When the configuration is invalid.
+    pub async fn start_on(listener: tokio::net::TcpListener, env: &[(&str, &str)]) -> Self {
+        let address = listener.local_addr().expect("local address");
         let mut pairs: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        pairs.insert(0, ("SWITCHYARD_BIND".into(), "127.0.0.1:0".into()));
+        // The real address, so what derives from it (the OAuth resource URI) is right.
+        pairs.insert(0, ("SWITCHYARD_BIND".into(), address.to_string()));
         let mut database_dir = None;
         if !pairs.iter().any(|(k, _)| k == "SWITCHYARD_DATABASE_URL") {
             let dir = tempfile::tempdir().expect("a temporary directory");
@@ -57,8 +70,6 @@ impl App {
         }
         let config = RawConfig::load(None, pairs).and_then(Config::try_from).expect("test configuration is valid");
         let endpoint = config.http.endpoint.clone();
-        let listener = switchyard_http::bind(config.bind, config.http.listen_backlog).expect("bind 127.0.0.1:0");
-        let address = listener.local_addr().expect("local address");
         let app = Switchyard::build(config).await.expect("build switchyard");
         let shutdown = CancellationToken::new();
         let signal = shutdown.clone();
@@ -95,7 +106,7 @@ impl App {
 
     /// A client for this server.
     pub fn client(&self) -> Client {
-        Client { http: reqwest::Client::new(), url: self.endpoint.clone(), schema: self.schema.clone() }
+        Client { http: reqwest::Client::new(), url: self.endpoint.clone(), schema: self.schema.clone(), token: None }
     }
 }
 
@@ -157,9 +168,16 @@ pub struct Client {
     http: reqwest::Client,
     url: String,
     schema: SpecSchema,
+    token: Option<String>,
 }
 
 impl Client {
+    /// The same client, sending `Authorization: Bearer {token}` on every request.
+    #[must_use]
+    pub fn with_token(&self, token: &str) -> Self {
+        Self { token: Some(token.to_owned()), ..self.clone() }
+    }
+
     /// The standard headers for `method` with `params`.
     pub fn headers_for(method: &str, params: &Value) -> Vec<(String, String)> {
         let mut headers = vec![
@@ -218,6 +236,9 @@ impl Client {
     /// POSTs `body` with exactly these headers.
     async fn post(&self, body: impl Into<reqwest::Body>, headers: &[(String, String)]) -> reqwest::Response {
         let mut request = self.http.post(&self.url).body(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
         for (name, value) in headers {
             request = request.header(name, value);
         }

@@ -66,6 +66,7 @@ fn units() -> NewPlugin {
         kind: PluginKind::Wasm,
         spec: json!({ "artifact": "abc", "fuel": 1000 }),
         enabled: true,
+        scopes: vec!["units:convert".into()],
     }
 }
 
@@ -104,6 +105,19 @@ async fn optimistic_concurrency(fresh: &Fresh) {
     assert_eq!(registry.catalog_version().await.unwrap(), 4);
 }
 on_both!(optimistic_concurrency);
+
+async fn scopes_are_stored_and_changed(fresh: &Fresh) {
+    let registry = &fresh.registry;
+    let created = registry.create(units(), "alice").await.unwrap();
+    assert_eq!(registry.get(&created.id).await.unwrap().scopes, ["units:convert"]);
+    let changed = registry.set_scopes(&created.id, 1, &["units".into(), "metric:read".into()], "bob").await.unwrap();
+    assert_eq!((changed.version, changed.scopes.clone()), (2, vec!["units".to_owned(), "metric:read".to_owned()]));
+    // Not a scope token: refused, and nothing changes.
+    let bad = registry.set_scopes(&created.id, 2, &["has space".into()], "bob").await.unwrap_err();
+    assert!(matches!(bad, Error::Invalid { field: "scopes", .. }), "{bad}");
+    assert_eq!(registry.get(&created.id).await.unwrap(), changed);
+}
+on_both!(scopes_are_stored_and_changed);
 
 async fn invalid_records_change_nothing(fresh: &Fresh) {
     let registry = &fresh.registry;

@@ -2,6 +2,8 @@
 //! Every message the server sends is checked against the official schema by
 //! the testkit client.
 
+/// OAuth: bearer tokens from a real authorization server, scopes, metadata.
+mod auth;
 /// The official MCP conformance suite, both requirement sets.
 mod conformance;
 /// `subscriptions/listen`: acknowledgement, filtering, fan-out, shutdown.

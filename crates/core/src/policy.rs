@@ -1,0 +1,178 @@
+//! Who may see and use what: the scopes each tool, resource and prompt needs,
+//! checked against the scopes a [`Caller`] holds.
+//!
+//! An item needs the union of two declarations: its plugin's
+//! ([`Plugin::required_scopes`](crate::Plugin::required_scopes), which the
+//! registry keeps per plugin) and the server configuration's, by tool name,
+//! prompt name or resource URI (how built-ins get theirs). A caller sees an
+//! item in `*/list` only when it holds all of them, and a call, read or get
+//! of an item it may not use is refused with [`InsufficientScope`] naming the
+//! item's whole scope set, which the transport turns into a 403 step-up
+//! challenge (DIGEST §9.1).
+//!
+//! Scopes are hierarchical at `:`: holding `files` implies `files:read` and
+//! `files:read:all`, so a broad grant covers the narrower ones.
+//!
+//! A caller without scopes (`Caller::scopes == None`) is one the transport did
+//! not authenticate because authorization is off (stdio, a loopback server);
+//! it may use everything.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::json;
+use switchyard_protocol::ErrorObject;
+use switchyard_protocol::error::INSUFFICIENT_SCOPE;
+
+use crate::plugin::Caller;
+
+/// Scopes configured per item, on top of what plugins declare.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// By published tool name.
+    pub tools: HashMap<String, Vec<String>>,
+    /// By published prompt name.
+    pub prompts: HashMap<String, Vec<String>>,
+    /// By resource URI or URI template.
+    pub resources: HashMap<String, Vec<String>>,
+}
+
+/// The kind of item a scope rule applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemKind {
+    /// A tool.
+    Tool,
+    /// A prompt.
+    Prompt,
+    /// A resource or resource template.
+    Resource,
+}
+
+impl Policy {
+    /// The scopes an item needs: its plugin's and the configured ones, sorted
+    /// and without repeats.
+    pub fn needed(&self, kind: ItemKind, key: &str, plugin_scopes: &[String]) -> Vec<String> {
+        let configured = match kind {
+            ItemKind::Tool => self.tools.get(key),
+            ItemKind::Prompt => self.prompts.get(key),
+            ItemKind::Resource => self.resources.get(key),
+        };
+        if configured.is_none() && plugin_scopes.is_empty() {
+            return Vec::new();
+        }
+        let all: BTreeSet<&String> = plugin_scopes.iter().chain(configured.into_iter().flatten()).collect();
+        all.into_iter().cloned().collect()
+    }
+
+    /// Every scope the configuration names, for `scopes_supported`.
+    pub fn configured_scopes(&self) -> BTreeSet<String> {
+        [&self.tools, &self.prompts, &self.resources].into_iter().flat_map(|m| m.values().flatten().cloned()).collect()
+    }
+}
+
+/// Whether `granted` covers `needed`, honouring the `:` hierarchy.
+pub fn covers(granted: &BTreeSet<String>, needed: &str) -> bool {
+    if granted.contains(needed) {
+        return true;
+    }
+    // `a:b:c` is covered by `a:b` and by `a`.
+    let mut prefix = needed;
+    while let Some(cut) = prefix.rfind(':') {
+        prefix = &prefix[..cut];
+        if granted.contains(prefix) {
+            return true;
+        }
+    }
+    false
+}
+
+impl Caller {
+    /// Whether this caller may use an item needing `needed`.
+    pub fn may_use(&self, needed: &[String]) -> bool {
+        match &self.scopes {
+            None => true,
+            Some(granted) => needed.iter().all(|scope| covers(granted, scope)),
+        }
+    }
+
+    /// Whether answers to this caller can depend on who it is: true when it
+    /// was authenticated, so scope checks apply.
+    pub fn is_scoped(&self) -> bool {
+        self.scopes.is_some()
+    }
+}
+
+/// A refusal for lack of scopes: the transport answers 403 with a challenge
+/// naming `scopes`, the whole set the operation needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InsufficientScope {
+    /// Every scope the refused operation needs (not only the missing ones).
+    pub scopes: Vec<String>,
+}
+
+impl InsufficientScope {
+    /// The JSON-RPC error carrying it; `data.requiredScopes` lists the scopes.
+    pub fn to_error(&self, what: &str) -> ErrorObject {
+        ErrorObject::new(INSUFFICIENT_SCOPE, format!("Insufficient scope for {what}"))
+            .with_data(json!({ "requiredScopes": self.scopes }))
+    }
+
+    /// Reads it back from an error made by [`InsufficientScope::to_error`].
+    pub fn from_error(error: &ErrorObject) -> Option<Self> {
+        if error.code != INSUFFICIENT_SCOPE {
+            return None;
+        }
+        let scopes = error.data.as_ref()?.get("requiredScopes")?.as_array()?;
+        Some(Self { scopes: scopes.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn set(scopes: &[&str]) -> BTreeSet<String> {
+        scopes.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn broad_scopes_cover_narrow_ones() {
+        let granted = set(&["files", "mail:read"]);
+        assert!(covers(&granted, "files"));
+        assert!(covers(&granted, "files:write"));
+        assert!(covers(&granted, "files:write:all"));
+        assert!(covers(&granted, "mail:read"));
+        assert!(!covers(&granted, "mail"));
+        assert!(!covers(&granted, "mail:send"));
+        // Not a prefix at a `:` boundary.
+        assert!(!covers(&granted, "filesystem"));
+    }
+
+    #[test]
+    fn callers_without_scopes_may_use_everything() {
+        let open = Caller::default();
+        assert!(open.may_use(&["admin".into()]));
+        let scoped = Caller { principal: Some("a".into()), scopes: Some(Arc::new(set(&["tools"]))) };
+        assert!(scoped.may_use(&[]));
+        assert!(scoped.may_use(&["tools:call".into()]));
+        assert!(!scoped.may_use(&["tools:call".into(), "admin".into()]));
+    }
+
+    #[test]
+    fn needed_scopes_join_plugin_and_configuration() {
+        let mut policy = Policy::default();
+        policy.tools.insert("calc_add".into(), vec!["math".into(), "calc".into()]);
+        assert_eq!(policy.needed(ItemKind::Tool, "calc_add", &["calc".into()]), ["calc", "math"]);
+        assert_eq!(policy.needed(ItemKind::Prompt, "calc_add", &[]), Vec::<String>::new());
+        assert_eq!(policy.configured_scopes(), set(&["calc", "math"]));
+    }
+
+    #[test]
+    fn the_error_round_trips() {
+        let refusal = InsufficientScope { scopes: vec!["a".into(), "b:c".into()] };
+        let error = refusal.to_error("tool x");
+        assert_eq!(InsufficientScope::from_error(&error), Some(refusal));
+        assert_eq!(InsufficientScope::from_error(&ErrorObject::internal()), None);
+    }
+}

@@ -1,0 +1,288 @@
+//! Switchyard as an OAuth 2.1 resource server, against a real authorization
+//! server (`oidc-provider` on loopback): token checks, the 401/403
+//! challenges, protected resource metadata, scope policy, introspection, and
+//! the admin scope.
+
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use switchyard_testkit::{App, AuthorizationServer, Reply};
+
+/// A Switchyard that trusts `authorization`, with its resource URI.
+struct Secured {
+    app: App,
+    resource: String,
+}
+
+/// Starts a Switchyard trusting `authorization` for its own URI, requiring
+/// `mcp` of every caller and `math` for the calculator; `extra` adds settings.
+async fn secured(authorization: &AuthorizationServer, extra: &[(&str, &str)]) -> Secured {
+    let listener = switchyard_http::bind(([127, 0, 0, 1], 0).into(), 128).expect("bind");
+    let resource = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let issuers = format!("[{{ issuer = \"{}\" }}]", authorization.issuer());
+    let mut env = vec![
+        ("SWITCHYARD_FIXTURE", "conformance"),
+        ("SWITCHYARD_AUTH__ISSUERS", issuers.as_str()),
+        ("SWITCHYARD_AUTH__REQUIRED_SCOPES", "mcp"),
+        ("SWITCHYARD_AUTH__SCOPES__TOOLS__CALCULATOR_ARITHMETIC", "math"),
+        ("SWITCHYARD_AUTH__LEEWAY", "1s"),
+        ("SWITCHYARD_AUTH__JWKS_MIN_REFETCH", "1s"),
+    ];
+    env.extend_from_slice(extra);
+    let app = App::start_on(listener, &env).await;
+    Secured { app, resource }
+}
+
+fn challenge(reply: &Reply) -> String {
+    reply.headers.get("www-authenticate").map(|v| v.to_str().unwrap_or_default().to_owned()).unwrap_or_default()
+}
+
+fn tool_names(reply: &Reply) -> Vec<String> {
+    reply.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+/// Re-signs nothing: swaps the claims of a real token, keeping its header and signature.
+fn with_claims(token: &str, change: impl FnOnce(&mut Value)) -> String {
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+    change(&mut claims);
+    format!("{}.{}.{}", parts[0], URL_SAFE_NO_PAD.encode(claims.to_string()), parts[2])
+}
+
+fn header_of(token: &str) -> Value {
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(token.split('.').next().unwrap()).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn bearer_tokens_are_checked_against_the_issuer() {
+    let authorization = AuthorizationServer::start().await;
+    let Secured { app, resource } = secured(&authorization, &[]).await;
+    let anonymous = app.client();
+
+    // No token: 401 pointing at the metadata, with the scope every request needs.
+    let reply = anonymous.request("tools/list", json!({})).await;
+    assert_eq!(reply.status, 401);
+    let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", app.base_url());
+    assert_eq!(challenge(&reply), format!("Bearer scope=\"mcp\", resource_metadata=\"{metadata_url}\""));
+
+    // The metadata: this resource, this issuer, the scopes the policy names.
+    for url in [metadata_url.clone(), format!("{}/.well-known/oauth-protected-resource", app.base_url())] {
+        let document: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        assert_eq!(document["resource"], resource.as_str());
+        assert_eq!(document["authorization_servers"], json!([authorization.issuer()]));
+        assert_eq!(document["scopes_supported"], json!(["math", "mcp"]));
+    }
+
+    // A valid token.
+    let token = authorization.token("mcp-test", "mcp math", &resource).await;
+    let reply = anonymous.with_token(&token).request("tools/list", json!({})).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.messages);
+    assert!(tool_names(&reply).contains(&"calculator_arithmetic".to_owned()));
+
+    let refused = |reply: &Reply, why: &str| {
+        assert_eq!(reply.status, 401, "{why}: {:?}", reply.messages);
+        let challenge = challenge(reply);
+        assert!(challenge.contains("error=\"invalid_token\""), "{why}: {challenge}");
+        assert!(challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")), "{why}: {challenge}");
+    };
+    // Issued for another resource (RFC 8707).
+    let elsewhere = authorization.token("mcp-test", "mcp", "http://127.0.0.1:9/other").await;
+    refused(&anonymous.with_token(&elsewhere).request("tools/list", json!({})).await, "wrong audience");
+    // Tampered: more scope, same signature.
+    let tampered = with_claims(&token, |claims| claims["scope"] = json!("mcp math switchyard:admin"));
+    let reply = anonymous.with_token(&tampered).request("tools/list", json!({})).await;
+    refused(&reply, "tampered");
+    assert!(challenge(&reply).contains("invalid token signature"));
+    // `alg: none`, unsigned.
+    let payload = token.split('.').nth(1).unwrap();
+    let none = format!("{}.{payload}.", URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"at+jwt"}"#));
+    refused(&anonymous.with_token(&none).request("tools/list", json!({})).await, "alg none");
+    // HS256 "signed" with the issuer's public key as the HMAC secret.
+    let kid = header_of(&token)["kid"].as_str().unwrap().to_owned();
+    let jwks = reqwest::get(format!("{}/jwks", authorization.issuer())).await.unwrap().text().await.unwrap();
+    let head = URL_SAFE_NO_PAD.encode(json!({"alg": "HS256", "kid": kid}).to_string());
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(jwks.as_bytes()).unwrap();
+    mac.update(format!("{head}.{payload}").as_bytes());
+    let confused = format!("{head}.{payload}.{}", URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()));
+    refused(&anonymous.with_token(&confused).request("tools/list", json!({})).await, "HS256 with the public key");
+    // Not valid for an hour yet.
+    let future = authorization.token("mcp-future", "mcp", &resource).await;
+    let reply = anonymous.with_token(&future).request("tools/list", json!({})).await;
+    refused(&reply, "nbf");
+    assert!(challenge(&reply).contains("not yet valid"));
+    // From an issuer Switchyard does not trust.
+    let stranger = AuthorizationServer::start().await;
+    let foreign = stranger.token("mcp-test", "mcp", &resource).await;
+    refused(&anonymous.with_token(&foreign).request("tools/list", json!({})).await, "untrusted issuer");
+    // Garbage.
+    refused(&anonymous.with_token("not-a-token").request("tools/list", json!({})).await, "garbage");
+
+    // The issuer rotates its key: a token with the new `kid` makes Switchyard
+    // refetch the keys (once the refetch interval allows) and pass.
+    let new_kid = authorization.rotate_key().await;
+    let rotated = authorization.token("mcp-test", "mcp", &resource).await;
+    assert_eq!(header_of(&rotated)["kid"], new_kid.as_str());
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let reply = anonymous.with_token(&rotated).request("tools/list", json!({})).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.messages);
+    // Tokens signed with the old, still published key stay good.
+    assert_eq!(anonymous.with_token(&token).request("tools/list", json!({})).await.status, 200);
+
+    // Expired: 2-second tokens, 1 s of leeway, and claims in whole seconds,
+    // so it is refused at the latest 4 s after it was issued.
+    let short = authorization.token("mcp-short", "mcp", &resource).await;
+    assert_eq!(anonymous.with_token(&short).request("tools/list", json!({})).await.status, 200);
+    tokio::time::sleep(Duration::from_millis(4300)).await;
+    let reply = anonymous.with_token(&short).request("tools/list", json!({})).await;
+    refused(&reply, "expired");
+    assert!(challenge(&reply).contains("token expired"), "a cached verification must not outlive its token");
+
+    // A token in the URL is refused outright.
+    let client = reqwest::Client::new();
+    let reply = client.post(format!("{}?access_token={token}", app.url())).body("{}").send().await.unwrap();
+    assert_eq!(reply.status(), 400);
+}
+
+#[tokio::test]
+async fn scopes_decide_what_a_caller_sees_and_calls() {
+    let authorization = AuthorizationServer::start().await;
+    let Secured { app, resource } = secured(&authorization, &[]).await;
+    let plain = app.client().with_token(&authorization.token("mcp-test", "mcp", &resource).await);
+    let math = app.client().with_token(&authorization.token("mcp-test", "mcp math", &resource).await);
+
+    // The calculator needs `math`: hidden from the plain caller, and the list
+    // is private (another caller sees another list).
+    let listed = plain.request("tools/list", json!({})).await;
+    assert!(!tool_names(&listed).contains(&"calculator_arithmetic".to_owned()));
+    assert!(tool_names(&listed).contains(&"echo".to_owned()));
+    assert_eq!(listed.result()["cacheScope"], "private");
+    assert!(tool_names(&math.request("tools/list", json!({})).await).contains(&"calculator_arithmetic".to_owned()));
+
+    // Calling it without `math`: 403 naming every scope the call needs.
+    let call = json!({ "name": "calculator_arithmetic", "arguments": { "operation": "add", "a": 1, "b": 2 } });
+    let reply = plain.request("tools/call", call.clone()).await;
+    assert_eq!(reply.status, 403, "{:?}", reply.messages);
+    let step_up = challenge(&reply);
+    assert!(step_up.starts_with("Bearer error=\"insufficient_scope\", scope=\"math mcp\""), "{step_up}");
+    assert!(step_up.contains("resource_metadata="), "{step_up}");
+    assert_eq!(reply.error_code(), Some(-32030));
+    assert_eq!(reply.response()["error"]["data"]["requiredScopes"], json!(["math"]));
+    // Other tools stay callable; with `math` the calculator is too.
+    let echo = plain.request("tools/call", json!({ "name": "echo", "arguments": { "text": "hi" } })).await;
+    assert_eq!(echo.status, 200);
+    assert_eq!(math.request("tools/call", call).await.status, 200);
+
+    // Without the scope every request needs: 403 at the door.
+    let bare = app.client().with_token(&authorization.token("mcp-test", "tools:call", &resource).await);
+    let reply = bare.request("tools/list", json!({})).await;
+    assert_eq!(reply.status, 403);
+    assert!(challenge(&reply).contains("scope=\"mcp\""));
+
+    // `requestState` is bound to the principal: another caller cannot replay it.
+    let caps = json!({ "elicitation": {} });
+    let params = json!({ "name": "test_input_required_result_request_state", "arguments": {} });
+    let first = plain.request_with("tools/call", params.clone(), caps.clone()).await;
+    let mut retry = params;
+    retry["inputResponses"] = json!({ "confirm": { "action": "accept", "content": { "ok": true } } });
+    retry["requestState"] = first.result()["requestState"].clone();
+    let other = app.client().with_token(&authorization.token("mcp-short", "mcp", &resource).await);
+    assert_eq!(other.request_with("tools/call", retry.clone(), caps.clone()).await.error_code(), Some(-32602));
+    assert_eq!(plain.request_with("tools/call", retry, caps).await.status, 200);
+}
+
+#[tokio::test]
+async fn opaque_tokens_are_introspected() {
+    let authorization = AuthorizationServer::start().await;
+    let introspection = format!(
+        "{{ endpoint = \"{0}/token/introspection\", client_id = \"switchyard-introspector\", client_secret = \"switchyard-introspector-secret\", issuer = \"{0}\" }}",
+        authorization.issuer()
+    );
+    let Secured { app, resource } =
+        secured(&authorization, &[("SWITCHYARD_AUTH__INTROSPECTION", introspection.as_str())]).await;
+    let token = authorization.token("mcp-opaque", "mcp", &resource).await;
+    assert_eq!(token.split('.').count(), 1, "an opaque token: {token}");
+    let client = app.client().with_token(&token);
+    let reply = client.request("tools/list", json!({})).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.messages);
+    assert!(!tool_names(&reply).contains(&"calculator_arithmetic".to_owned()), "scopes come from introspection");
+    // For another resource, or unknown to the server: refused.
+    let elsewhere = authorization.token("mcp-opaque", "mcp", "http://127.0.0.1:9/other").await;
+    assert_eq!(app.client().with_token(&elsewhere).request("tools/list", json!({})).await.status, 401);
+    let reply = app.client().with_token("madeUpOpaqueToken").request("tools/list", json!({})).await;
+    assert_eq!(reply.status, 401);
+    assert!(challenge(&reply).contains("token inactive"));
+}
+
+#[tokio::test]
+async fn the_admin_api_needs_the_admin_scope_and_registered_scopes_gate_tools() {
+    let authorization = AuthorizationServer::start().await;
+    let Secured { app, resource } = secured(&authorization, &[("SWITCHYARD_ADMIN__ALLOW_LOOPBACK", "false")]).await;
+    let http = reqwest::Client::new();
+    let plugins = format!("{}/plugins", app.admin_url());
+    assert_eq!(http.get(&plugins).send().await.unwrap().status(), 401);
+    let user = authorization.token("mcp-test", "mcp units", &resource).await;
+    let reply = http.get(&plugins).bearer_auth(&user).send().await.unwrap();
+    assert_eq!(reply.status(), 403);
+    assert!(reply.headers()["www-authenticate"].to_str().unwrap().contains("scope=\"switchyard:admin\""));
+    let admin = authorization.token("mcp-test", "switchyard:admin", &resource).await;
+    assert_eq!(http.get(&plugins).bearer_auth(&admin).send().await.unwrap().status(), 200);
+
+    // A plugin registered with scopes: its tools need them.
+    let created: Value = http
+        .post(&plugins)
+        .bearer_auth(&admin)
+        .json(&json!({ "namespace": "gated", "kind": "builtin", "spec": { "name": "echo" }, "scopes": ["units"] }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(created["scopes"], json!(["units"]));
+    assert!(created["updated_by"].as_str().unwrap().starts_with("oauth:"), "{created}");
+    let without = app.client().with_token(&authorization.token("mcp-test", "mcp", &resource).await);
+    let with = app.client().with_token(&user);
+    let mut visible = Vec::new();
+    for _ in 0..50 {
+        visible = tool_names(&with.request("tools/list", json!({})).await);
+        if visible.contains(&"gated_echo".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(visible.contains(&"gated_echo".to_owned()), "{visible:?}");
+    assert!(!tool_names(&without.request("tools/list", json!({})).await).contains(&"gated_echo".to_owned()));
+    let call = json!({ "name": "gated_echo", "arguments": { "text": "hi" } });
+    assert_eq!(without.request("tools/call", call.clone()).await.status, 403);
+    assert_eq!(with.request("tools/call", call).await.status, 200);
+    let document: Value = reqwest::get(format!("{}/.well-known/oauth-protected-resource/mcp", app.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(document["scopes_supported"], json!(["math", "mcp", "units"]), "registered scopes are announced");
+}
+
+/// The used-by flow: the official Python SDK starts with no token, follows the
+/// 401 to the metadata and the authorization server, registers itself,
+/// completes authorization code + PKCE headlessly, and calls a tool.
+#[tokio::test]
+async fn a_real_client_authorizes_with_pkce_and_calls_a_tool() {
+    let authorization = AuthorizationServer::start().await;
+    let Secured { app, .. } = secured(&authorization, &[]).await;
+    let output = switchyard_testkit::python_client("oauth_client.py", &[app.url()], Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|stderr| panic!("the Python client failed:\n{stderr}"));
+    let outcome: Value = serde_json::from_str(output.trim()).unwrap_or_else(|_| panic!("not JSON: {output}"));
+    assert_eq!(outcome["text"], "hello through oauth");
+    // The client asked for what the challenge named, and got it for this resource.
+    assert!(outcome["scope"].as_str().unwrap_or_default().split(' ').any(|s| s == "mcp"), "{outcome}");
+    assert!(!outcome["client_id"].as_str().unwrap_or_default().is_empty(), "registered dynamically: {outcome}");
+}
