@@ -176,7 +176,43 @@ pub(crate) async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value,
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
+
+    /// A real JWKS endpoint on loopback that counts its requests.
+    async fn counting_jwks() -> (String, Arc<AtomicUsize>) {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&hits);
+        let app = axum::Router::new().route(
+            "/jwks",
+            axum::routing::get(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { axum::Json(serde_json::json!({ "keys": [] })) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/jwks", listener.local_addr().expect("address"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, hits)
+    }
+
+    #[tokio::test]
+    async fn unknown_kids_cannot_make_us_hammer_the_issuer() {
+        let (url, hits) = counting_jwks().await;
+        let mut config = IssuerConfig::new("https://issuer.example");
+        config.jwks_uri = Some(url);
+        let keys = IssuerKeys::new(config, Duration::from_secs(60));
+        let http = reqwest::Client::new();
+        for n in 0..20 {
+            let refused = keys.key(&http, Some(&format!("made-up-{n}"))).await.err();
+            assert_eq!(refused, Some(Rejection::UnknownKey));
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "one fetch for twenty unknown kids");
+        // The scheduled refresh is not held back.
+        keys.refresh(&http, true).await.expect("refresh");
+        assert_eq!(hits.load(Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn metadata_urls_insert_and_append() {

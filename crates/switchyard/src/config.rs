@@ -811,6 +811,35 @@ mod tests {
     }
 
     #[test]
+    fn a_public_bind_needs_authentication_or_an_explicit_opt_out() {
+        let public = [("SWITCHYARD_BIND", "0.0.0.0:8080")];
+        let refused = Config::try_from(RawConfig::load(None, env(&public)).unwrap()).unwrap_err();
+        assert!(refused.to_string().contains("[auth] needs issuers"), "{refused}");
+        let opted_out = env(&[("SWITCHYARD_BIND", "0.0.0.0:8080"), ("SWITCHYARD_AUTH__ALLOW_UNAUTHENTICATED", "true")]);
+        assert!(Config::try_from(RawConfig::load(None, opted_out).unwrap()).unwrap().auth.is_none());
+
+        let secured = env(&[
+            ("SWITCHYARD_BIND", "0.0.0.0:8080"),
+            ("SWITCHYARD_AUTH__RESOURCE", "https://mcp.example.com/mcp"),
+            ("SWITCHYARD_AUTH__ISSUERS", r#"[{ issuer = "https://as.example.com", algorithms = ["ES256"] }]"#),
+            ("SWITCHYARD_AUTH__REQUIRED_SCOPES", "mcp,tools"),
+            ("SWITCHYARD_AUTH__SCOPES__TOOLS__UNITS_CONVERT", "units"),
+        ]);
+        let config = Config::try_from(RawConfig::load(None, secured).unwrap()).unwrap();
+        let auth = config.auth.expect("auth on");
+        assert_eq!(auth.verifier.resource, "https://mcp.example.com/mcp");
+        assert_eq!(format!("{:?}", auth.verifier.issuers[0].algorithms), "[ES256]");
+        assert_eq!(auth.verifier.required_scopes, ["mcp", "tools"]);
+        assert_eq!(auth.admin_scope, "switchyard:admin");
+        assert_eq!(config.core.policy.tools["units_convert"], ["units"]);
+
+        // A symmetric algorithm is refused: the issuer's public key would be the HMAC secret.
+        let symmetric = env(&[("SWITCHYARD_AUTH__ISSUERS", r#"[{ issuer = "https://as", algorithms = ["HS256"] }]"#)]);
+        let refused = Config::try_from(RawConfig::load(None, symmetric).unwrap()).unwrap_err();
+        assert!(refused.to_string().contains("HS256"), "{refused}");
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
         assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
