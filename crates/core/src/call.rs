@@ -18,7 +18,6 @@ use crate::catalog::Snapshot;
 use crate::error::Error;
 use crate::legacy;
 use crate::plugin::{CallContext, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult};
-use crate::policy::ItemKind;
 use crate::server::{Prepared, Server};
 use crate::state::Binding;
 
@@ -61,7 +60,7 @@ impl Call<'_> {
             Some(_) => return Err(Error::InvalidParams("params.arguments must be an object".into())),
         };
         let tool = self.snapshot.tool(name).ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
-        self.server.authorize(&self.request.caller, ItemKind::Tool, name, &tool.plugin)?;
+        self.server.authorize(&self.request.caller, tool)?;
         tool.input_schema
             .validate(arguments)
             .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
@@ -97,7 +96,7 @@ impl Call<'_> {
             .resource(uri)
             .or_else(|| self.snapshot.template_for(uri))
             .ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))?;
-        let gated = self.server.authorize(&self.request.caller, ItemKind::Resource, &owner.key, &owner.plugin)?;
+        let gated = self.server.authorize(&self.request.caller, owner)?;
         let result = self.run(&owner.plugin, uri, |plugin, cx| plugin.read_resource(uri, cx)).await?;
         if result.get("resultType").is_some_and(|t| t != "complete") {
             return Ok(result);
@@ -122,7 +121,7 @@ impl Call<'_> {
             return Err(Error::InvalidParams(format!("prompt argument {key} must be a string")));
         }
         let prompt = self.snapshot.prompt(name).ok_or_else(|| Error::UnknownPrompt(name.to_owned()))?;
-        self.server.authorize(&self.request.caller, ItemKind::Prompt, name, &prompt.plugin)?;
+        self.server.authorize(&self.request.caller, prompt)?;
         let missing: Vec<&str> =
             prompt.required_arguments.iter().filter(|a| !arguments.contains_key(*a)).map(String::as_str).collect();
         if !missing.is_empty() {
@@ -142,22 +141,17 @@ impl Call<'_> {
         let (reference, plugin) = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
                 let name = text(reference.get("name"), "ref.name")?;
-                let plugin = self
-                    .snapshot
-                    .prompt(&name)
-                    .map(|p| Arc::clone(&p.plugin))
-                    .ok_or_else(|| Error::UnknownPrompt(name.clone()))?;
-                self.server.authorize(&self.request.caller, ItemKind::Prompt, &name, &plugin)?;
-                (CompletionRef::Prompt(name), plugin)
+                let prompt = self.snapshot.prompt(&name).ok_or_else(|| Error::UnknownPrompt(name.clone()))?;
+                self.server.authorize(&self.request.caller, prompt)?;
+                (CompletionRef::Prompt(name), Arc::clone(&prompt.plugin))
             }
             Some("ref/resource") => {
                 let uri = text(reference.get("uri"), "ref.uri")?;
                 let owner =
                     self.snapshot.templates.iter().find(|t| t.key == uri).or_else(|| self.snapshot.resource(&uri));
-                let plugin =
-                    owner.map(|o| Arc::clone(&o.plugin)).ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
-                self.server.authorize(&self.request.caller, ItemKind::Resource, &uri, &plugin)?;
-                (CompletionRef::Resource(uri), plugin)
+                let owner = owner.ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
+                self.server.authorize(&self.request.caller, owner)?;
+                (CompletionRef::Resource(uri), Arc::clone(&owner.plugin))
             }
             _ => return Err(Error::InvalidParams("ref.type must be ref/prompt or ref/resource".into())),
         };

@@ -17,6 +17,7 @@ use switchyard_protocol::headers;
 
 use crate::caching::CachePolicy;
 use crate::plugin::{ChangeSink, Plugin};
+use crate::policy::ItemKind;
 use crate::schema::{self, CompiledSchema};
 
 /// The three lists a listen stream can hear changes of.
@@ -76,6 +77,40 @@ pub struct ResourceEntry {
     /// The plugin that reads it.
     pub plugin: Arc<dyn Plugin>,
 }
+
+/// What lists and the scope policy need of any entry.
+pub trait Item {
+    /// Tool, prompt or resource.
+    fn kind(&self) -> ItemKind;
+    /// The name, URI or URI template it is listed and found by.
+    fn key(&self) -> &str;
+    /// The object `*/list` returns.
+    fn definition(&self) -> &Value;
+    /// The plugin that serves it.
+    fn plugin(&self) -> &Arc<dyn Plugin>;
+}
+
+macro_rules! item {
+    ($entry:ty, $kind:expr, $key:ident) => {
+        impl Item for $entry {
+            fn kind(&self) -> ItemKind {
+                $kind
+            }
+            fn key(&self) -> &str {
+                &self.$key
+            }
+            fn definition(&self) -> &Value {
+                &self.definition
+            }
+            fn plugin(&self) -> &Arc<dyn Plugin> {
+                &self.plugin
+            }
+        }
+    };
+}
+item!(ToolEntry, ItemKind::Tool, name);
+item!(PromptEntry, ItemKind::Prompt, name);
+item!(ResourceEntry, ItemKind::Resource, key);
 
 /// Everything the catalog offers at one version.
 #[derive(Default)]

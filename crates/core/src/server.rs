@@ -19,11 +19,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::caching::CachePolicy;
 use crate::call::{Call, PendingResponses};
-use crate::catalog::{Catalog, HeaderParam, Snapshot};
+use crate::catalog::{Catalog, HeaderParam, Item, Snapshot};
 use crate::error::{Delivery, Error};
 use crate::listen::{Filter, ListenHub, ListenStream};
-use crate::plugin::{Caller, Notifier, Plugin};
-use crate::policy::{InsufficientScope, ItemKind, Policy};
+use crate::plugin::{Caller, Notifier};
+use crate::policy::{InsufficientScope, Policy};
 use crate::state::{StateKey, StateSealer};
 use crate::{cursor, legacy};
 
@@ -221,15 +221,10 @@ impl Server {
     /// resource metadata announces in `scopes_supported`.
     pub fn scopes_in_use(&self) -> std::collections::BTreeSet<String> {
         let snapshot = self.catalog.snapshot();
-        let tools = snapshot.tools.iter().map(|t| (ItemKind::Tool, &t.name, &t.plugin));
-        let prompts = snapshot.prompts.iter().map(|p| (ItemKind::Prompt, &p.name, &p.plugin));
-        let resources =
-            snapshot.resources.iter().chain(&snapshot.templates).map(|r| (ItemKind::Resource, &r.key, &r.plugin));
-        tools
-            .chain(prompts)
-            .chain(resources)
-            .flat_map(|(kind, key, plugin)| self.needed_scopes(kind, key, plugin))
-            .collect()
+        let tools = snapshot.tools.iter().flat_map(|t| self.needed_scopes(t));
+        let prompts = snapshot.prompts.iter().flat_map(|p| self.needed_scopes(p));
+        let resources = snapshot.resources.iter().chain(&snapshot.templates).flat_map(|r| self.needed_scopes(r));
+        tools.chain(prompts).chain(resources).collect()
     }
 
     /// The `x-mcp-header` arguments of a tool, for the HTTP header check.
@@ -366,42 +361,12 @@ impl Server {
         let (params, snapshot) = (&call.request.params, call.snapshot);
         let caller = &call.request.caller;
         Some(match &call.request.method {
-            Method::ListTools => self.list(
-                params,
-                caller,
-                ItemKind::Tool,
-                &snapshot.tools,
-                |t| (&t.name, &t.definition, &t.plugin),
-                "tools",
-                snapshot,
-            ),
-            Method::ListPrompts => self.list(
-                params,
-                caller,
-                ItemKind::Prompt,
-                &snapshot.prompts,
-                |p| (&p.name, &p.definition, &p.plugin),
-                "prompts",
-                snapshot,
-            ),
-            Method::ListResources => self.list(
-                params,
-                caller,
-                ItemKind::Resource,
-                &snapshot.resources,
-                |r| (&r.key, &r.definition, &r.plugin),
-                "resources",
-                snapshot,
-            ),
-            Method::ListResourceTemplates => self.list(
-                params,
-                caller,
-                ItemKind::Resource,
-                &snapshot.templates,
-                |r| (&r.key, &r.definition, &r.plugin),
-                "resourceTemplates",
-                snapshot,
-            ),
+            Method::ListTools => self.list(params, caller, &snapshot.tools, "tools", snapshot),
+            Method::ListPrompts => self.list(params, caller, &snapshot.prompts, "prompts", snapshot),
+            Method::ListResources => self.list(params, caller, &snapshot.resources, "resources", snapshot),
+            Method::ListResourceTemplates => {
+                self.list(params, caller, &snapshot.templates, "resourceTemplates", snapshot)
+            }
             Method::CallTool => call.call_tool().await,
             Method::ReadResource => call.read_resource().await,
             Method::GetPrompt => call.get_prompt().await,
@@ -452,22 +417,17 @@ impl Server {
     }
 
     /// The scopes an item needs; see [`crate::policy`].
-    pub(crate) fn needed_scopes(&self, kind: ItemKind, key: &str, plugin: &Arc<dyn Plugin>) -> Vec<String> {
-        self.config.policy.needed(kind, key, plugin.required_scopes())
+    pub(crate) fn needed_scopes(&self, item: &impl Item) -> Vec<String> {
+        self.config.policy.needed(item.kind(), item.key(), item.plugin().required_scopes())
     }
 
     /// Refuses a caller that may not use an item. `Ok(true)` when the item is
     /// gated by scopes at all, so the answer depends on who asked.
-    pub(crate) fn authorize(
-        &self,
-        caller: &Caller,
-        kind: ItemKind,
-        key: &str,
-        plugin: &Arc<dyn Plugin>,
-    ) -> Result<bool, Error> {
-        let scopes = self.needed_scopes(kind, key, plugin);
+    pub(crate) fn authorize(&self, caller: &Caller, item: &impl Item) -> Result<bool, Error> {
+        let scopes = self.needed_scopes(item);
         if !caller.may_use(&scopes) {
-            return Err(Error::InsufficientScope { target: key.to_owned(), refusal: InsufficientScope { scopes } });
+            let target = item.key().to_owned();
+            return Err(Error::InsufficientScope { target, refusal: InsufficientScope { scopes } });
         }
         Ok(caller.is_scoped() && !scopes.is_empty())
     }
@@ -475,14 +435,11 @@ impl Server {
     /// One page of a list, holding only what the caller may use. The answer
     /// is `private` when the list holds anything gated by scopes and the
     /// caller is authenticated: another caller may see a different list.
-    #[allow(clippy::too_many_arguments)]
-    fn list<'s, T>(
+    fn list(
         &self,
         params: &Map<String, Value>,
         caller: &Caller,
-        kind: ItemKind,
-        items: &'s [T],
-        parts: impl Fn(&'s T) -> (&'s String, &'s Value, &'s Arc<dyn Plugin>),
+        items: &[impl Item],
         member: &str,
         snapshot: &Snapshot,
     ) -> Result<Value, Error> {
@@ -494,19 +451,16 @@ impl Server {
             Some(_) => return Err(Error::InvalidParams("cursor must be a string".into())),
         };
         let mut gated = false;
-        let visible: Vec<(&String, &Value)> = items
+        let visible: Vec<_> = items
             .iter()
-            .map(&parts)
-            .filter(|(key, _, plugin)| {
-                let scopes = self.needed_scopes(kind, key, plugin);
+            .filter(|item| {
+                let scopes = self.needed_scopes(*item);
                 gated |= !scopes.is_empty();
                 caller.may_use(&scopes)
             })
-            .map(|(key, definition, _)| (key, definition))
             .collect();
-        let (page, next) = cursor::page(&visible, |(key, _)| key.as_str(), after.as_deref(), self.config.page_size);
-        let mut result =
-            json!({ member: page.iter().map(|(_, definition)| (*definition).clone()).collect::<Vec<_>>() });
+        let (page, next) = cursor::page(&visible, |item| item.key(), after.as_deref(), self.config.page_size);
+        let mut result = json!({ member: page.iter().map(|item| item.definition().clone()).collect::<Vec<_>>() });
         if let Some(next) = next {
             result["nextCursor"] = json!(next);
         }
