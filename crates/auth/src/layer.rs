@@ -70,7 +70,8 @@ impl Gate {
         }
         let token = bearer_token(headers).map_err(|rejection| self.unauthorized(&rejection))?;
         let principal = self.verifier.verify(token).await.map_err(|rejection| {
-            tracing::info!(reason = rejection.reason(), "bearer token refused");
+            // Debug, not info: a flood of bad tokens must not flood the log too.
+            tracing::debug!(reason = rejection.reason(), "bearer token refused");
             self.unauthorized(&rejection)
         })?;
         if !self.required.iter().all(|scope| covers(&principal.scopes, scope)) {

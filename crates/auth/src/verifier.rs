@@ -23,6 +23,8 @@ pub struct Verifier {
     http: reqwest::Client,
     /// Verified principals by SHA-256 of the token, each until its token expires.
     cache: moka::sync::Cache<[u8; 32], Arc<Principal>>,
+    /// The audiences an introspected token may name.
+    introspection_audiences: Vec<String>,
 }
 
 impl std::fmt::Debug for Verifier {
@@ -56,7 +58,12 @@ impl Verifier {
             .unwrap_or_default();
         let issuers = config.issuers.iter().map(|i| IssuerKeys::new(i.clone(), config.jwks_min_refetch)).collect();
         let cache = moka::sync::Cache::builder().max_capacity(config.cache_capacity).expire_after(UntilExpiry).build();
-        Ok(Self { config, issuers, http, cache })
+        let introspection_audiences = config
+            .introspection
+            .as_ref()
+            .map(|i| config.audiences(&crate::IssuerConfig::new(&i.issuer)))
+            .unwrap_or_default();
+        Ok(Self { config, issuers, http, cache, introspection_audiences })
     }
 
     /// The configuration.
@@ -99,8 +106,8 @@ impl Verifier {
         let principal = Arc::new(if token.split('.').count() == 3 {
             self.verify_jwt(token).await?
         } else if let Some(introspection) = &self.config.introspection {
-            let audiences = self.config.audiences(&crate::IssuerConfig::new(&introspection.issuer));
-            introspect(&self.http, introspection, &audiences, self.config.introspection_max_age, token).await?
+            let max_age = self.config.introspection_max_age;
+            introspect(&self.http, introspection, &self.introspection_audiences, max_age, token).await?
         } else {
             return Err(Rejection::Malformed);
         });
