@@ -23,9 +23,14 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// The caller `core` sees: a principal id unique across issuers, and the scopes.
+    /// The caller `core` sees: a principal id unique across issuers, the
+    /// client, and the scopes.
     pub fn caller(&self) -> Caller {
-        Caller { principal: Some(format!("{} {}", self.issuer, self.subject)), scopes: Some(Arc::clone(&self.scopes)) }
+        Caller {
+            principal: Some(format!("{} {}", self.issuer, self.subject)),
+            client_id: self.client_id.clone(),
+            scopes: Some(Arc::clone(&self.scopes)),
+        }
     }
 }
 

@@ -33,6 +33,8 @@ pub struct Caller {
     /// A stable identifier of the authenticated principal (issuer and
     /// subject), or `None` for an anonymous caller.
     pub principal: Option<String>,
+    /// The OAuth client the caller's token was issued to, when known.
+    pub client_id: Option<String>,
     /// The scopes the caller's token grants, or `None` when authorization is off.
     pub scopes: Option<Arc<BTreeSet<String>>>,
 }

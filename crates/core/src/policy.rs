@@ -153,7 +153,7 @@ mod tests {
     fn callers_without_scopes_may_use_everything() {
         let open = Caller::default();
         assert!(open.may_use(&["admin".into()]));
-        let scoped = Caller { principal: Some("a".into()), scopes: Some(Arc::new(set(&["tools"]))) };
+        let scoped = Caller { principal: Some("a".into()), client_id: None, scopes: Some(Arc::new(set(&["tools"]))) };
         assert!(scoped.may_use(&[]));
         assert!(scoped.may_use(&["tools:call".into()]));
         assert!(!scoped.may_use(&["tools:call".into(), "admin".into()]));

@@ -286,3 +286,29 @@ async fn a_real_client_authorizes_with_pkce_and_calls_a_tool() {
     assert!(outcome["scope"].as_str().unwrap_or_default().split(' ').any(|s| s == "mcp"), "{outcome}");
     assert!(!outcome["client_id"].as_str().unwrap_or_default().is_empty(), "registered dynamically: {outcome}");
 }
+
+/// Two trusted issuers both work, and rate limits count per principal, not
+/// per address: two callers on one address each get their own budget.
+#[tokio::test]
+async fn several_issuers_are_trusted_and_limits_count_per_principal() {
+    let first = AuthorizationServer::start().await;
+    let second = AuthorizationServer::start().await;
+    let listener = switchyard_http::bind(([127, 0, 0, 1], 0).into(), 128).expect("bind");
+    let resource = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let issuers = format!("[{{ issuer = \"{}\" }}, {{ issuer = \"{}\" }}]", first.issuer(), second.issuer());
+    let env = [
+        ("SWITCHYARD_AUTH__ISSUERS", issuers.as_str()),
+        ("SWITCHYARD_RATE_LIMIT__RATE", "2/m"),
+        ("SWITCHYARD_RATE_LIMIT__BURST", "2"),
+    ];
+    let app = App::start_on(listener, &env).await;
+    let alice = app.client().with_token(&first.token("mcp-test", "mcp", &resource).await);
+    let bob = app.client().with_token(&second.token("mcp-test", "mcp", &resource).await);
+    let echo = json!({ "name": "echo", "arguments": { "text": "hi" } });
+    for _ in 0..2 {
+        assert_eq!(alice.request("tools/call", echo.clone()).await.status, 200);
+    }
+    assert_eq!(alice.request("tools/call", echo.clone()).await.status, 429, "alice spent her budget");
+    // Same address, another principal (another issuer, too): a budget of its own.
+    assert_eq!(bob.request("tools/call", echo.clone()).await.status, 200);
+}
