@@ -231,6 +231,44 @@ pub(crate) async fn tools(Extract(state): Extract<State>, Path(id): Path<String>
     Ok(Json(json!({ "plugin": record.id, "enabled": record.enabled, "tools": tools })).into_response())
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResourceUpdated {
+    uri: String,
+}
+
+/// `POST /notifications/resources/updated` with `{"uri": …}`: tells every
+/// replica's listen streams subscribed to `uri` (or a URI above it) that the
+/// resource changed, so clients re-read it. For plugins whose data changes
+/// outside a call (a webhook, a batch job) and for operators.
+pub(crate) async fn resource_updated(
+    Extract(state): Extract<State>,
+    Extension(actor): Extension<Actor>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let request: ResourceUpdated = json_body(&headers, &body)?;
+    // An absolute URI: a scheme, then anything without whitespace or controls.
+    let scheme_end = request.uri.find(':').unwrap_or(0);
+    let valid = scheme_end > 0
+        && request.uri[..scheme_end].bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+        && request.uri.len() <= 2048
+        && !request.uri.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !valid {
+        return Err(Problem::invalid("uri", "must be an absolute URI (scheme:…) of at most 2048 characters"));
+    }
+    if let Err(error) = state.bus.publish(Event::ResourceUpdated { uri: request.uri.clone() }).await {
+        tracing::warn!(%error, "could not publish resources/updated");
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "bus_unavailable",
+            "this replica's listen streams heard it, other replicas' did not (the bus is down); retry later",
+        ));
+    }
+    tracing::info!(actor = %actor.0, "resources/updated published");
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
 pub(crate) async fn upload(Extract(state): Extract<State>, headers: HeaderMap, body: Bytes) -> Answer {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     if !matches!(content_type.split(';').next().map(str::trim), Some("application/wasm" | "application/octet-stream")) {

@@ -96,6 +96,7 @@ pub fn router(
         .route("/plugins/{id}/scopes", put(handlers::set_scopes))
         .route("/plugins/{id}/{action}", post(handlers::switch))
         .route("/artifacts", post(handlers::upload))
+        .route("/notifications/resources/updated", post(handlers::resource_updated))
         .fallback(handlers::not_found)
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(Arc::new(config.access), access::check));

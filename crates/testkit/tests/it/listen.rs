@@ -68,3 +68,43 @@ async fn a_missing_filter_is_invalid_params() {
     let reply = app.client().request("subscriptions/listen", json!({})).await;
     assert_eq!((reply.status, reply.error_code()), (400, Some(-32602)));
 }
+
+/// An operator (or a plugin's backend) publishes `resources/updated` through
+/// the admin API of one replica; a listen stream on another replica,
+/// subscribed to a URI above it, hears it through Redis. A stream subscribed
+/// elsewhere does not. A malformed URI is refused and publishes nothing.
+#[tokio::test]
+async fn resources_updated_from_the_admin_api_reaches_every_replica() {
+    let redis = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("switchyard-it-{:x}:", rand::random::<u64>());
+    let env = [("SWITCHYARD_REDIS_URL", redis.as_str()), ("SWITCHYARD_REDIS_PREFIX", prefix.as_str())];
+    let (one, two) = (switchyard_testkit::App::start(&env).await, switchyard_testkit::App::start(&env).await);
+    let publish = |uri: &'static str| {
+        let url = format!("{}/notifications/resources/updated", one.admin_url());
+        async move { reqwest::Client::new().post(url).json(&json!({ "uri": uri })).send().await.expect("admin").status() }
+    };
+    let elsewhere = two.client();
+    let (acknowledged, opened) = tokio::sync::oneshot::channel();
+    let listening_elsewhere = tokio::spawn(async move {
+        let params = json!({ "notifications": { "resourceSubscriptions": ["file:///other/"] } });
+        elsewhere
+            .stream("subscriptions/listen", params, 2, Duration::from_millis(2000), || async move {
+                let _ = acknowledged.send(());
+            })
+            .await
+    });
+    opened.await.expect("the other stream opened");
+    let params = json!({ "notifications": { "resourceSubscriptions": ["file:///reports/"] } });
+    let reply = two
+        .client()
+        .stream("subscriptions/listen", params, 2, Duration::from_secs(5), || async {
+            assert_eq!(publish("not a uri").await, 422);
+            assert_eq!(publish("file:///reports/q3.csv").await, 202);
+        })
+        .await;
+    assert_eq!(reply.messages.len(), 2, "{:?}", reply.messages);
+    assert_eq!(reply.messages[1]["method"], "notifications/resources/updated");
+    assert_eq!(reply.messages[1]["params"]["uri"], "file:///reports/q3.csv");
+    let other = listening_elsewhere.await.expect("the other stream");
+    assert_eq!(other.messages.len(), 1, "only the acknowledgement: {:?}", other.messages);
+}
