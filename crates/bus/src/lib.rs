@@ -50,6 +50,19 @@ pub enum Event {
         /// The URI that changed.
         uri: String,
     },
+    /// Task `id` changed; `task` is its detailed wire form, for the listen
+    /// streams that named it.
+    TaskStatus {
+        /// The task id.
+        id: String,
+        /// The task as `tasks/get` returns it.
+        task: serde_json::Value,
+    },
+    /// A client cancelled task `id`; the replica running it stops the call.
+    TaskCancelled {
+        /// The task id.
+        id: String,
+    },
     /// A legacy client's answer to an input request that a call on replica
     /// `replica` sent; the answer arrived at another replica, which relays it.
     RelayedAnswer {
@@ -72,7 +85,14 @@ impl Event {
     /// own changes to its own streams (so a client hears one `list_changed`
     /// per change, not one per replica); the registry change that causes it is.
     pub fn crosses_replicas(&self) -> bool {
-        matches!(self, Self::RegistryChanged { .. } | Self::ResourceUpdated { .. } | Self::RelayedAnswer { .. })
+        matches!(
+            self,
+            Self::RegistryChanged { .. }
+                | Self::ResourceUpdated { .. }
+                | Self::RelayedAnswer { .. }
+                | Self::TaskCancelled { .. }
+                | Self::TaskStatus { .. }
+        )
     }
 }
 

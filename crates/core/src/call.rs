@@ -14,12 +14,13 @@ use switchyard_protocol::{ErrorObject, RequestId};
 use tokio_util::sync::CancellationToken;
 
 use crate::caching::{CachePolicy, CacheScope};
-use crate::catalog::Snapshot;
-use crate::error::Error;
+use crate::catalog::{Snapshot, ToolEntry};
+use crate::error::{Delivery, Error};
 use crate::legacy;
 use crate::plugin::{CallContext, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult};
 use crate::server::{Prepared, Server};
 use crate::state::Binding;
+use crate::tasks::{TaskRecord, TaskStatus, TaskSupport, Tasks, Transition, millis, now_ms};
 
 /// Most completion values returned at once (the spec's cap).
 const MAX_COMPLETIONS: usize = 100;
@@ -65,28 +66,99 @@ impl Call<'_> {
             .validate(arguments)
             .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
         let arguments = arguments.as_object().cloned().unwrap_or_default();
+        let declared_tasks =
+            self.request.era == Era::Modern && ClientCapability::Tasks.is_declared_in(&self.capabilities);
+        match (tool.plugin.task_support(name), &self.server.tasks) {
+            (TaskSupport::Required, _) if !declared_tasks => {
+                return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
+            }
+            (TaskSupport::Optional | TaskSupport::Required, Some(tasks)) if declared_tasks => {
+                return self.call_tool_as_task(tool, tasks, arguments).await;
+            }
+            _ => {}
+        }
         let result = self.run(&tool.plugin, name, |plugin, cx| plugin.call_tool(name, arguments.clone(), cx)).await?;
-        let Value::Object(map) = &result else {
-            return Err(Error::InvalidOutput {
-                tool: name.to_owned(),
-                problems: vec!["result is not an object".into()],
-            });
+        check_tool_result(tool, result)
+    }
+
+    /// A `tools/call` that may become a task: the call is polled once; an
+    /// answer it has at once (a result, an MRTR `input_required`) goes back
+    /// as for any call. Otherwise the task is stored before its
+    /// `CreateTaskResult` is returned, and the call goes on in the
+    /// background, where its end is recorded.
+    async fn call_tool_as_task(
+        &self,
+        tool: &ToolEntry,
+        tasks: &Arc<Tasks>,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, Error> {
+        let request = self.request;
+        let binding = Binding {
+            method: request.method.as_str(),
+            params: &request.params,
+            principal: request.caller.principal.as_deref(),
         };
-        if map.get("resultType").is_some_and(|t| t != "complete") {
-            return Ok(result); // input_required
+        let input = self.input_round(binding)?;
+        let token = CancellationToken::new();
+        let cx = CallContext {
+            caller: request.caller.clone(),
+            client_capabilities: Arc::clone(&self.capabilities),
+            // A task may run as long as it is kept.
+            deadline: std::time::Instant::now() + tasks.config.ttl,
+            cancel: token.clone(),
+            input,
+            // Tasks send no progress or log notifications (the extension defines none).
+            notifier: Notifier::default(),
+            changes: Some(self.server.catalog.change_sink()),
+        };
+        let (plugin, name) = (Arc::clone(&tool.plugin), tool.name.clone());
+        let mut running: BoxFuture<'static, PluginResult<Outcome>> = Box::pin({
+            let name = name.clone();
+            async move { plugin.call_tool(&name, arguments, cx).await }
+        });
+        if let Some(outcome) = futures::FutureExt::now_or_never(&mut running) {
+            let plugin_error = |source| Error::Plugin { plugin: tool.plugin.id().to_owned(), source };
+            return match outcome.map_err(plugin_error)? {
+                Outcome::Complete(result) => check_tool_result(tool, result),
+                Outcome::InputRequired { requests, state } => {
+                    self.ask_modern_client(tool.plugin.id(), requests, state, binding)
+                }
+            };
         }
-        if !map.get("content").is_some_and(Value::is_array) {
-            return Err(Error::InvalidOutput { tool: name.to_owned(), problems: vec!["content is missing".into()] });
-        }
-        let is_error = map.get("isError").and_then(Value::as_bool) == Some(true);
-        if let (Some(schema), false) = (&tool.output_schema, is_error) {
-            let structured = map.get("structuredContent").ok_or_else(|| Error::InvalidOutput {
-                tool: name.to_owned(),
-                problems: vec!["structuredContent is missing".into()],
-            })?;
-            schema.validate(structured).map_err(|problems| Error::InvalidOutput { tool: name.to_owned(), problems })?;
-        }
-        Ok(result)
+        let now = now_ms();
+        let task = TaskRecord {
+            id: Tasks::new_id(),
+            principal: request.caller.principal.clone(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+            ttl_ms: millis(tasks.config.ttl),
+            owner: self.server.replica.clone(),
+            lease_until_ms: now + millis(tasks.config.lease),
+            result: None,
+            error: None,
+        };
+        // Durable before the client hears of it: an immediate tasks/get on
+        // any replica must find it.
+        tasks.store.create(&task).await.map_err(Error::TaskStore)?;
+        tasks.track(&task.id, token.clone());
+        let (tasks_handle, catalog, record) = (Arc::clone(tasks), Arc::clone(&self.server.catalog), task.clone());
+        tokio::spawn(async move {
+            let outcome = tokio::select! {
+                outcome = running => Some(outcome),
+                // tasks/cancel recorded the end already.
+                () = token.cancelled() => None,
+            };
+            tasks_handle.untrack(&record.id);
+            if let Some(outcome) = outcome {
+                let transition = task_end(&catalog.snapshot(), &name, outcome);
+                record_task_end(&tasks_handle, catalog.bus().as_ref(), &record, &transition).await;
+            }
+        });
+        let mut created = crate::tasks::wire(&task, tasks.config.poll_interval, false);
+        created.insert("resultType".into(), json!("task"));
+        Ok(Value::Object(created))
     }
 
     pub(crate) async fn read_resource(&self) -> Result<Value, Error> {
@@ -224,18 +296,7 @@ impl Call<'_> {
                 Outcome::InputRequired { requests, state } => (requests, state),
             };
             if request.era == Era::Modern {
-                for input_request in requests.values() {
-                    let needed = required_capability(input_request).ok_or_else(|| {
-                        plugin_error(PluginError::Internal(format!("malformed input request: {input_request}").into()))
-                    })?;
-                    if !needed.is_declared_in(&self.capabilities) {
-                        return Err(ErrorObject::missing_capability(needed.as_required()).into());
-                    }
-                }
-                let sealed = self.server.sealer.seal(binding, state);
-                return Ok(
-                    json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }),
-                );
+                return self.ask_modern_client(plugin.id(), requests, state, binding);
             }
             let responses = self.ask_legacy_client(requests, deadline).await.map_err(|e| match e {
                 LegacyAsk::Unavailable => plugin_error(PluginError::Tool(legacy::input_unavailable())),
@@ -245,6 +306,29 @@ impl Call<'_> {
             input = Some(InputRound { responses, state });
         }
         Err(plugin_error(PluginError::Tool(format!("{target} asked for input more than {MAX_LEGACY_ROUNDS} times"))))
+    }
+
+    /// The `input_required` result of a modern request: every input request
+    /// must need only capabilities the request declared, and the plugin's
+    /// state goes out sealed.
+    fn ask_modern_client(
+        &self,
+        plugin: &str,
+        requests: Map<String, Value>,
+        state: Option<Value>,
+        binding: Binding<'_>,
+    ) -> Result<Value, Error> {
+        for input_request in requests.values() {
+            let needed = required_capability(input_request).ok_or_else(|| Error::Plugin {
+                plugin: plugin.to_owned(),
+                source: PluginError::Internal(format!("malformed input request: {input_request}").into()),
+            })?;
+            if !needed.is_declared_in(&self.capabilities) {
+                return Err(ErrorObject::missing_capability(needed.as_required()).into());
+            }
+        }
+        let sealed = self.server.sealer.seal(binding, state);
+        Ok(json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }))
     }
 
     /// Sends input requests to a legacy client as JSON-RPC requests on this
@@ -310,6 +394,92 @@ impl Call<'_> {
             (None, None) => None,
             (responses, state) => Some(InputRound { responses: responses.unwrap_or_default(), state: state.flatten() }),
         })
+    }
+}
+
+/// Checks a tool's complete result: an object with `content`, and
+/// `structuredContent` matching the `outputSchema` unless it reports an error.
+/// An `input_required` result passes as it is.
+fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value, Error> {
+    let name = &tool.name;
+    let Value::Object(map) = &result else {
+        return Err(Error::InvalidOutput { tool: name.clone(), problems: vec!["result is not an object".into()] });
+    };
+    if map.get("resultType").is_some_and(|t| t != "complete") {
+        return Ok(result); // input_required
+    }
+    if !map.get("content").is_some_and(Value::is_array) {
+        return Err(Error::InvalidOutput { tool: name.clone(), problems: vec!["content is missing".into()] });
+    }
+    let is_error = map.get("isError").and_then(Value::as_bool) == Some(true);
+    if let (Some(schema), false) = (&tool.output_schema, is_error) {
+        let structured = map.get("structuredContent").ok_or_else(|| Error::InvalidOutput {
+            tool: name.clone(),
+            problems: vec!["structuredContent is missing".into()],
+        })?;
+        schema.validate(structured).map_err(|problems| Error::InvalidOutput { tool: name.clone(), problems })?;
+    }
+    Ok(result)
+}
+
+/// How a task's call ended, as the task records it: a result (a tool error
+/// is a result with `isError`, so `completed`), or a protocol-level error
+/// (`failed`).
+fn task_end(snapshot: &Snapshot, tool: &str, outcome: PluginResult<Outcome>) -> Transition {
+    let checked = match (outcome, snapshot.tool(tool)) {
+        (Ok(Outcome::Complete(result)), Some(entry)) => check_tool_result(entry, result),
+        (Ok(Outcome::Complete(_)), None) => Err(Error::UnknownTool(tool.to_owned())),
+        (Ok(Outcome::InputRequired { .. }), _) => Err(Error::Plugin {
+            plugin: tool.to_owned(),
+            source: PluginError::Internal("input requests during a task are not supported yet".into()),
+        }),
+        (Err(source), entry) => {
+            Err(Error::Plugin { plugin: entry.map_or_else(|| tool.to_owned(), |e| e.plugin.id().to_owned()), source })
+        }
+    };
+    let (status, result, error) = match checked {
+        Ok(mut result) => {
+            if let Value::Object(map) = &mut result {
+                map.remove("resultType");
+            }
+            (TaskStatus::Completed, Some(result), None)
+        }
+        Err(error) => match error.delivery() {
+            Delivery::ToolError(message) => (TaskStatus::Completed, Some(Delivery::tool_result(&message)), None),
+            Delivery::Rpc(error) => (TaskStatus::Failed, None, Some(json!(error))),
+        },
+    };
+    Transition { status, status_message: None, result, error }
+}
+
+/// Records a task's end, retrying a store that is briefly unavailable, and
+/// announces it to listen streams.
+async fn record_task_end(
+    tasks: &Tasks,
+    bus: &dyn switchyard_bus::NotificationBus,
+    task: &TaskRecord,
+    transition: &Transition,
+) {
+    let id = &task.id;
+    let mut wait = std::time::Duration::from_millis(100);
+    for attempt in 1..=6 {
+        let now = now_ms();
+        match tasks.store.transition(id, transition, now).await {
+            Ok(true) => {
+                return crate::tasks::announce(bus, &task.after(transition, now), tasks.config.poll_interval).await;
+            }
+            // Cancelled (or failed by a reader) first: that end stands.
+            Ok(false) => return,
+            Err(error) if attempt == 6 => {
+                // No longer tracked, its lease is not renewed: readers fail it
+                // when the lease runs out, so it does not stay `working`.
+                tracing::error!(task = %id, %error, "could not record the end of a task; it fails when its lease runs out");
+                return;
+            }
+            Err(error) => tracing::warn!(task = %id, %error, attempt, "could not record the end of a task; retrying"),
+        }
+        tokio::time::sleep(wait).await;
+        wait *= 2;
     }
 }
 

@@ -76,6 +76,12 @@ pub enum Error {
         /// The scopes it needs.
         refusal: crate::policy::InsufficientScope,
     },
+    /// The task store could not be used; logged, and `-32603` to the client.
+    #[error("task store")]
+    TaskStore(#[source] crate::tasks::StoreError),
+    /// No task with that id for this caller (or it expired): `-32602`.
+    #[error("unknown task {0}")]
+    UnknownTask(String),
     /// The tool's `structuredContent` does not match its `outputSchema`: our
     /// (or the plugin's) bug, reported to the model as a failed call.
     #[error("{tool} returned output that does not match its outputSchema")]
@@ -118,6 +124,13 @@ impl Error {
             }
             Self::InvalidParams(why) => Delivery::Rpc(ErrorObject::invalid_params(why.clone())),
             Self::InsufficientScope { target, refusal } => Delivery::Rpc(refusal.to_error(target)),
+            Self::TaskStore(cause) => {
+                tracing::error!(error = %cause, "task store failed");
+                Delivery::Rpc(ErrorObject::internal())
+            }
+            Self::UnknownTask(id) => Delivery::Rpc(
+                ErrorObject::invalid_params(format!("Unknown task: {id}")).with_data(json!({ "taskId": id })),
+            ),
             Self::RequestState(why) => {
                 Delivery::Rpc(ErrorObject::invalid_params(format!("Invalid requestState: {why}")))
             }

@@ -15,6 +15,7 @@
 //! - [`catalog`]: the current snapshot of what the plugins offer, rebuilt on change.
 //! - [`schema`]: JSON Schema 2020-12 compilation, bounded and offline.
 //! - [`state`]: sealing and opening MRTR `requestState`.
+//! - [`tasks`]: the Tasks extension: durable tasks any replica answers for.
 //! - [`listen`]: the listen hub: one bus subscription, many local streams.
 //! - [`policy`]: the scopes items need and callers hold; list filtering and refusals.
 //! - [`error`]: the one place that decides JSON-RPC error or `isError` result.
@@ -31,6 +32,7 @@ pub mod policy;
 pub mod schema;
 pub mod server;
 pub mod state;
+pub mod tasks;
 
 mod call;
 mod cursor;

@@ -30,6 +30,8 @@ pub struct Filter {
     pub resources: bool,
     /// `resourceSubscriptions`: URIs whose updates (or updates below them) are wanted.
     pub resource_uris: Vec<String>,
+    /// `taskIds`: tasks (the caller's own) whose status changes are wanted.
+    pub task_ids: Vec<String>,
 }
 
 impl Filter {
@@ -48,6 +50,9 @@ impl Filter {
         if !self.resource_uris.is_empty() {
             ack.insert("resourceSubscriptions".into(), json!(self.resource_uris));
         }
+        if !self.task_ids.is_empty() {
+            ack.insert("taskIds".into(), json!(self.task_ids));
+        }
         Value::Object(ack)
     }
 
@@ -60,6 +65,7 @@ impl Filter {
             Event::ResourceUpdated { uri } if self.resource_uris.iter().any(|s| covers(s, uri)) => {
                 Some((names::RESOURCES_UPDATED, json!({ "uri": uri })))
             }
+            Event::TaskStatus { id, task } if self.task_ids.contains(id) => Some((names::TASKS, task.clone())),
             _ => None,
         }
     }

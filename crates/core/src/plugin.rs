@@ -126,6 +126,13 @@ pub trait Plugin: Send + Sync + 'static {
         &[]
     }
 
+    /// Whether `tool` may run as a task (the Tasks extension). Forbidden
+    /// unless the plugin says otherwise.
+    fn task_support(&self, tool: &str) -> crate::tasks::TaskSupport {
+        let _ = tool;
+        crate::tasks::TaskSupport::Forbidden
+    }
+
     /// How long this plugin's lists and reads may be cached, when it differs
     /// from the server's configured default.
     fn cache_policy(&self) -> Option<CachePolicy> {

@@ -25,6 +25,7 @@ use crate::listen::{Filter, ListenHub, ListenStream};
 use crate::plugin::{Caller, Notifier};
 use crate::policy::{InsufficientScope, Policy};
 use crate::state::{StateKey, StateSealer};
+use crate::tasks::{TaskRecord, TaskStatus, Tasks, Transition, now_ms};
 use crate::{cursor, legacy};
 
 /// What the data layer needs to know; composed into the binary's `Config`.
@@ -109,8 +110,11 @@ pub struct Server {
     pub(crate) config: Config,
     server_info: Value,
     pub(crate) legacy_pending: PendingResponses,
-    /// This process's name in the input request ids it mints.
+    /// This process's name in the input request ids it mints, and the owner
+    /// name of the tasks it runs.
     pub(crate) replica: String,
+    /// The Tasks extension, when a task store is configured.
+    pub(crate) tasks: Option<Arc<Tasks>>,
 }
 
 /// Where a legacy client's answer went.
@@ -130,7 +134,21 @@ impl Server {
         let server_info = json!({ "name": config.server_name, "version": config.server_version });
         let sealer = StateSealer::new(config.state_keys.clone(), config.state_lifetime);
         let replica = format!("{:016x}", rand::random::<u64>());
-        Self { catalog, hub, sealer, config, server_info, legacy_pending: Default::default(), replica }
+        Self { catalog, hub, sealer, config, server_info, legacy_pending: Default::default(), replica, tasks: None }
+    }
+
+    /// Serves the Tasks extension with `tasks`: advertised in
+    /// `server/discover`, and task-capable tools run as tasks for clients
+    /// that declare it.
+    #[must_use]
+    pub fn with_tasks(mut self, tasks: Arc<Tasks>) -> Self {
+        self.tasks = Some(tasks);
+        self
+    }
+
+    /// This replica's name (the owner recorded on the tasks it runs).
+    pub fn replica(&self) -> &str {
+        &self.replica
     }
 
     /// Hands a legacy client's answer to the request that asked for it: here,
@@ -171,8 +189,8 @@ impl Server {
         }
     }
 
-    /// Delivers answers that other replicas relay to calls waiting here,
-    /// until `shutdown`.
+    /// Delivers answers that other replicas relay to calls waiting here, and
+    /// stops tasks cancelled elsewhere that run here, until `shutdown`.
     pub fn spawn_answer_relay(self: &Arc<Self>, shutdown: CancellationToken) {
         let mut subscription = self.catalog.bus().subscribe();
         let server = Arc::downgrade(self);
@@ -182,13 +200,19 @@ impl Server {
                     () = shutdown.cancelled() => return,
                     delivery = subscription.recv() => delivery,
                 };
-                let Some(BusDelivery::Event(Event::RelayedAnswer { replica, id, response })) = delivery else {
-                    if delivery.is_none() {
-                        return;
-                    }
-                    continue;
-                };
                 let Some(server) = server.upgrade() else { return };
+                let (replica, id, response) = match delivery {
+                    Some(BusDelivery::Event(Event::RelayedAnswer { replica, id, response })) => (replica, id, response),
+                    // A task cancelled through another replica: stop it if it runs here.
+                    Some(BusDelivery::Event(Event::TaskCancelled { id })) => {
+                        if let Some(tasks) = &server.tasks {
+                            tasks.stop(&id);
+                        }
+                        continue;
+                    }
+                    Some(_) => continue,
+                    None => return,
+                };
                 if replica != server.replica {
                     continue;
                 }
@@ -312,13 +336,15 @@ impl Server {
         }
         let result = match &request.method {
             Method::Discover => self.discover(),
-            Method::Listen => return self.listen(&request, &call.capabilities).map(Dispatched::Listen),
+            Method::Listen => return self.listen(&request, &call.capabilities).await.map(Dispatched::Listen),
             Method::GetTask | Method::UpdateTask | Method::CancelTask => {
+                let Some(tasks) = &self.tasks else {
+                    return Err(ErrorObject::method_not_found(request.method.as_str()).into());
+                };
                 if !ClientCapability::Tasks.is_declared_in(&call.capabilities) {
                     return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
                 }
-                // TODO(#5): the Tasks extension; until then it is not advertised.
-                return Err(ErrorObject::method_not_found(request.method.as_str()).into());
+                self.task_method(tasks, &request).await?
             }
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
@@ -406,7 +432,85 @@ impl Server {
         if let Some(instructions) = &self.config.instructions {
             result["instructions"] = json!(instructions);
         }
+        if self.tasks.is_some() {
+            let mut extensions = Map::new();
+            extensions.insert(switchyard_protocol::capabilities::TASKS_EXTENSION.into(), json!({}));
+            result["capabilities"]["extensions"] = Value::Object(extensions);
+        }
         self.cached(result, self.config.discover_cache)
+    }
+
+    /// `tasks/get`, `tasks/update`, `tasks/cancel`.
+    async fn task_method(&self, tasks: &Arc<Tasks>, request: &Prepared) -> Result<Value, Error> {
+        let id = match request.params.get("taskId") {
+            Some(Value::String(id)) => id.as_str(),
+            _ => return Err(Error::InvalidParams("params.taskId (a string) is required".into())),
+        };
+        let task = self.find_task(tasks, id, &request.caller).await?;
+        match request.method {
+            Method::GetTask => Ok(Value::Object(crate::tasks::wire(&task, tasks.config.poll_interval, true))),
+            Method::UpdateTask => {
+                // Input during a task is not asked for yet, so there is
+                // nothing to answer: acknowledged, as unknown keys are.
+                if !request.params.get("inputResponses").is_some_and(Value::is_object) {
+                    return Err(Error::InvalidParams("params.inputResponses (an object) is required".into()));
+                }
+                Ok(json!({}))
+            }
+            _ => {
+                if !task.status.is_terminal() {
+                    let cancelled = Transition {
+                        status: TaskStatus::Cancelled,
+                        status_message: Some("cancelled by the client".into()),
+                        result: None,
+                        error: None,
+                    };
+                    let now = now_ms();
+                    if tasks.store.transition(id, &cancelled, now).await.map_err(Error::TaskStore)? {
+                        let bus = self.catalog.bus().as_ref();
+                        crate::tasks::announce(bus, &task.after(&cancelled, now), tasks.config.poll_interval).await;
+                    }
+                    if task.owner == self.replica {
+                        tasks.stop(id);
+                    } else if let Err(error) =
+                        self.catalog.bus().publish(Event::TaskCancelled { id: id.to_owned() }).await
+                    {
+                        // Recorded anyway: the owner's result will not overwrite it.
+                        tracing::warn!(%error, "could not tell the owning replica to stop a cancelled task");
+                    }
+                }
+                Ok(json!({}))
+            }
+        }
+    }
+
+    /// The caller's task `id`: unknown when it does not exist, expired, or
+    /// belongs to another principal. A task whose owner stopped renewing its
+    /// lease (the replica died) is failed here, so it never stays `working`.
+    async fn find_task(&self, tasks: &Tasks, id: &str, caller: &Caller) -> Result<TaskRecord, Error> {
+        let unknown = || Error::UnknownTask(id.to_owned());
+        let mut task = tasks.store.get(id).await.map_err(Error::TaskStore)?.ok_or_else(unknown)?;
+        let now = now_ms();
+        if task.principal != caller.principal || task.created_at_ms + task.ttl_ms < now {
+            return Err(unknown());
+        }
+        if !task.status.is_terminal() && task.lease_until_ms < now {
+            let orphaned = Transition {
+                status: TaskStatus::Failed,
+                status_message: Some("the replica running this task stopped before it finished".into()),
+                result: None,
+                error: Some(json!(ErrorObject::new(
+                    switchyard_protocol::error::INTERNAL_ERROR,
+                    "The server running this task stopped before it finished; run the tool again",
+                ))),
+            };
+            let failed_here = tasks.store.transition(id, &orphaned, now).await.map_err(Error::TaskStore)?;
+            task = tasks.store.get(id).await.map_err(Error::TaskStore)?.ok_or_else(unknown)?;
+            if failed_here {
+                crate::tasks::announce(self.catalog.bus().as_ref(), &task, tasks.config.poll_interval).await;
+            }
+        }
+        Ok(task)
     }
 
     pub(crate) fn cached(&self, mut result: Value, policy: CachePolicy) -> Value {
@@ -471,7 +575,7 @@ impl Server {
         Ok(self.cached(result, policy))
     }
 
-    fn listen(&self, request: &Prepared, capabilities: &Map<String, Value>) -> Result<ListenStream, Error> {
+    async fn listen(&self, request: &Prepared, capabilities: &Map<String, Value>) -> Result<ListenStream, Error> {
         let notifications = match request.params.get("notifications") {
             Some(Value::Object(n)) => n,
             _ => {
@@ -499,12 +603,32 @@ impl Server {
         if notifications.contains_key("taskIds") && !ClientCapability::Tasks.is_declared_in(capabilities) {
             return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
         }
-        // `taskIds` is left out of the acknowledgement: tasks are not served yet (#5).
+        let requested = match notifications.get("taskIds") {
+            None => Vec::new(),
+            Some(Value::Array(ids)) => ids
+                .iter()
+                .map(|id| id.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| Error::InvalidParams("notifications.taskIds must be strings".into()))?,
+            Some(_) => return Err(Error::InvalidParams("notifications.taskIds must be an array".into())),
+        };
+        // Only the caller's own, live tasks; the acknowledgement says which.
+        let mut task_ids = Vec::new();
+        if let Some(tasks) = &self.tasks {
+            for id in requested.into_iter().take(100) {
+                match self.find_task(tasks, &id, &request.caller).await {
+                    Ok(_) => task_ids.push(id),
+                    Err(Error::UnknownTask(_)) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
         let filter = Filter {
             tools: flag("toolsListChanged")?,
             prompts: flag("promptsListChanged")?,
             resources: flag("resourcesListChanged")?,
             resource_uris,
+            task_ids,
         };
         Ok(self.hub.open(request.id.to_value(), filter))
     }

@@ -80,6 +80,10 @@ impl Plugin for Namespaced {
         &self.scopes
     }
 
+    fn task_support(&self, tool: &str) -> switchyard_core::tasks::TaskSupport {
+        self.local(tool).map_or(switchyard_core::tasks::TaskSupport::Forbidden, |local| self.inner.task_support(local))
+    }
+
     fn call_tool<'a>(
         &'a self,
         name: &'a str,

@@ -137,6 +137,9 @@ pub mod notification {
     pub const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
     /// A subscribed resource changed.
     pub const RESOURCES_UPDATED: &str = "notifications/resources/updated";
+    /// A task named on a listen stream changed (Tasks extension); the params
+    /// are the task as `tasks/get` returns it.
+    pub const TASKS: &str = "notifications/tasks";
     /// A legacy client finished its handshake; accepted and dropped.
     pub const INITIALIZED: &str = "notifications/initialized";
 }

@@ -10,10 +10,12 @@
 //! transaction, which is how a replica tells whether its view is current.
 //!
 //! The admin API (`switchyard-admin`) writes through it; the binary's catalog
-//! sync reads it. [`testing`] makes fresh databases for the test suites.
+//! sync reads it. It also keeps the Tasks extension's task rows, for the same
+//! reason: every replica must see them. [`testing`] makes fresh databases for the test suites.
 
 mod migrations;
 mod record;
+mod tasks;
 pub mod testing;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,6 +25,7 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
 pub use record::{NewPlugin, PluginKind, PluginRecord, parse_namespace, validate_scopes};
+pub use tasks::TaskRow;
 
 /// How to reach the database. `Debug` hides a password in the URL.
 #[derive(Clone)]
@@ -142,6 +145,10 @@ impl Registry {
             .map_err(Error::Database)?;
         migrations::migrator().run(&pool).await.map_err(Error::Migration)?;
         Ok(Self { pool })
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
     }
 
     /// The catalog version: it grows with every change to any plugin.

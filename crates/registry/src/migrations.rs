@@ -10,6 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "plugins", include_str!("../../../migrations/0001_plugins.sql")),
     (2, "plugin scopes", include_str!("../../../migrations/0002_plugin_scopes.sql")),
+    (3, "tasks", include_str!("../../../migrations/0003_tasks.sql")),
 ];
 
 pub(crate) fn migrator() -> Migrator {

@@ -74,6 +74,22 @@ pub struct RawConfig {
     /// OAuth 2.1 bearer tokens and the scope policy.
     #[serde(default)]
     pub auth: RawAuth,
+    /// The Tasks extension.
+    #[serde(default)]
+    pub tasks: RawTasks,
+}
+
+/// `[tasks]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTasks {
+    /// How long a task is kept from its creation (`ttlMs`). Default `"1h"`.
+    pub ttl: Option<String>,
+    /// The polling interval suggested to clients. Default `"1s"`.
+    pub poll_interval: Option<String>,
+    /// How long a replica's claim on a running task lasts without renewal:
+    /// a task whose replica died is failed this long after. Default `"15s"`.
+    pub lease: Option<String>,
 }
 
 /// `[auth]`
@@ -340,6 +356,8 @@ pub struct Config {
     pub rate_limit: Option<(switchyard_limits::Limits, switchyard_limits::OnError)>,
     /// Bearer-token authentication, when configured.
     pub auth: Option<AuthConfig>,
+    /// The Tasks extension.
+    pub tasks: switchyard_core::tasks::TaskConfig,
 }
 
 /// Authentication settings.
@@ -429,6 +447,12 @@ impl TryFrom<RawConfig> for Config {
         let shutdown_grace = duration("shutdown.grace", raw.shutdown.grace, Duration::from_secs(30));
         let registry_sync_interval =
             duration("registry.sync_interval", raw.registry.sync_interval, Duration::from_secs(10));
+        let task_defaults = switchyard_core::tasks::TaskConfig::default();
+        let tasks = switchyard_core::tasks::TaskConfig {
+            ttl: duration("tasks.ttl", raw.tasks.ttl, task_defaults.ttl),
+            poll_interval: duration("tasks.poll_interval", raw.tasks.poll_interval, task_defaults.poll_interval),
+            lease: duration("tasks.lease", raw.tasks.lease, task_defaults.lease),
+        };
 
         let known_scheme = |url: &str| ["sqlite:", "postgres:", "postgresql:"].iter().any(|s| url.starts_with(s));
         if raw.database_url.as_deref().is_some_and(|url| !known_scheme(url)) {
@@ -527,7 +551,13 @@ impl TryFrom<RawConfig> for Config {
             url,
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
         });
+        if tasks.ttl.is_zero() || tasks.lease < Duration::from_millis(300) || tasks.poll_interval.is_zero() {
+            return Err(Invalid(vec![
+                "tasks.ttl and tasks.poll_interval must be more than 0, tasks.lease at least 300ms".into(),
+            ]));
+        }
         Ok(Config {
+            tasks,
             auth,
             rate_limit,
             redis,

@@ -9,6 +9,7 @@ pub mod catalog_sync;
 pub mod cli;
 pub mod config;
 pub mod stdio;
+pub mod task_store;
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_auth::{Gate, Verifier};
 use switchyard_bus::{InMemoryBus, NotificationBus, RedisBus};
+use switchyard_core::tasks::Tasks;
 use switchyard_core::{Catalog, ListenHub, Plugin, Server};
 use switchyard_http::Health;
 use switchyard_plugins::{BuildError, Factory};
@@ -77,7 +79,9 @@ impl Switchyard {
         catalog_sync.sync().await.context("loading the registered plugins")?;
         Arc::clone(&catalog_sync).spawn(&bus, config.registry_sync_interval, shutdown.clone());
         let hub = ListenHub::spawn(&bus, shutdown.clone(), LISTEN_QUEUE);
-        let server = Arc::new(Server::new(catalog, hub, config.core.clone()));
+        let tasks = Arc::new(Tasks::new(Arc::new(task_store::RegistryTasks(registry.clone())), config.tasks));
+        tasks.spawn_upkeep(shutdown.clone());
+        let server = Arc::new(Server::new(catalog, hub, config.core.clone()).with_tasks(tasks));
         server.spawn_answer_relay(shutdown.clone());
         if config.ephemeral_state_key {
             tracing::warn!(

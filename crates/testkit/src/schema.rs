@@ -11,6 +11,9 @@ use serde_json::{Value, json};
 #[derive(Clone)]
 pub struct SpecSchema {
     document: Arc<Value>,
+    /// The Tasks extension's schema (`ext-tasks/schema.json` beside it), for
+    /// the definitions the core schema does not have.
+    tasks: Arc<Value>,
     compiled: Arc<Mutex<HashMap<String, Arc<jsonschema::Validator>>>>,
 }
 
@@ -27,13 +30,19 @@ impl SpecSchema {
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("the MCP schema is needed at {} ({e}); set MCP_SCHEMA", path.display()));
         let document: Value = serde_json::from_str(&text).expect("schema.json is JSON");
-        Self { document: Arc::new(document), compiled: Arc::default() }
+        let tasks_path = path.parent().and_then(|p| p.parent()).map(|p| p.join("ext-tasks/schema.json"));
+        let tasks = tasks_path.and_then(|p| std::fs::read_to_string(p).ok()).map_or_else(
+            || json!({ "$defs": {} }),
+            |text| serde_json::from_str(&text).expect("ext-tasks schema is JSON"),
+        );
+        Self { document: Arc::new(document), tasks: Arc::new(tasks), compiled: Arc::default() }
     }
 
     fn validator(&self, definition: &str) -> Arc<jsonschema::Validator> {
         let mut compiled = self.compiled.lock().expect("not poisoned");
         let validator = compiled.entry(definition.to_owned()).or_insert_with(|| {
-            let mut root = (*self.document).clone();
+            let in_core = self.document["$defs"].get(definition).is_some();
+            let mut root = if in_core { (*self.document).clone() } else { (*self.tasks).clone() };
             root.as_object_mut().expect("schema root is an object").retain(|k, _| k == "$defs" || k == "$schema");
             root["$ref"] = json!(format!("#/$defs/{definition}"));
             Arc::new(jsonschema::validator_for(&root).expect("the official schema compiles"))
@@ -57,7 +66,13 @@ impl SpecSchema {
     pub fn check_message(&self, message: &Value, method: Option<&str>) {
         if message.get("method").is_some() {
             assert!(message.get("id").is_none(), "the server must never send a request: {message}");
-            self.check("ServerNotification", message);
+            // The Tasks extension's notification is in its own schema.
+            let definition = if message["method"] == "notifications/tasks" {
+                "TaskStatusNotification"
+            } else {
+                "ServerNotification"
+            };
+            self.check(definition, message);
         } else if message.get("error").is_some() {
             self.check("JSONRPCErrorResponse", message);
         } else {
@@ -65,6 +80,10 @@ impl SpecSchema {
             let result = &message["result"];
             let definition = match (method, result["resultType"].as_str()) {
                 (_, Some("input_required")) => Some("InputRequiredResult"),
+                (Some("tools/call"), Some("task")) => Some("CreateTaskResult"),
+                (Some("tasks/get"), _) => Some("GetTaskResult"),
+                (Some("tasks/update"), _) => Some("UpdateTaskResult"),
+                (Some("tasks/cancel"), _) => Some("CancelTaskResult"),
                 (Some("server/discover"), _) => Some("DiscoverResult"),
                 (Some("tools/list"), _) => Some("ListToolsResult"),
                 (Some("tools/call"), _) => Some("CallToolResult"),

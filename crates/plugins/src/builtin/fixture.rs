@@ -13,6 +13,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use switchyard_core::catalog::ListKind;
 use switchyard_core::plugin::{CompletionRef, PluginResult};
+use switchyard_core::tasks::TaskSupport;
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError};
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::logging::LoggingLevel;
@@ -133,6 +134,24 @@ impl Plugin for ConformanceFixture {
             tool("test_logging_tool", "Logs a message (only when the request sets a log level).", no_args()),
             tool("test_tool_with_progress", "Reports progress 0, 50, 100 of 100.", no_args()),
             tool("test_error_handling", "Always fails.", no_args()),
+            // The Tasks extension's fixtures.
+            tool(
+                "greet",
+                "Says hello (never a task).",
+                json!({ "type": "object", "properties": { "name": string_arg("Who to greet") }, "required": ["name"] }),
+            ),
+            tool(
+                "slow_compute",
+                "Sleeps `seconds`, then answers (a task when the client takes tasks).",
+                json!({ "type": "object", "properties": {
+                    "seconds": { "type": "number", "minimum": 0, "maximum": 600 },
+                    "label": string_arg("A label echoed in the answer") }, "required": ["seconds"] }),
+            ),
+            tool("failing_job", "Fails as a tool after a second (tasks only).", no_args()),
+            tool("protocol_error_job", "Fails with an internal error after a moment (a task).", no_args()),
+            tool("test_tool_with_task", "Asks for a name (MRTR), then answers from a task (tasks only).", no_args()),
+            tool("confirm_delete", "Asks for a confirmation.", no_args()),
+            tool("multi_input", "Asks two questions at once.", no_args()),
             tool(
                 "test_sampling",
                 "Asks the client to sample.",
@@ -226,6 +245,14 @@ impl Plugin for ConformanceFixture {
             json!({ "uri": "test://static-binary", "name": "static-binary", "description": "A static binary resource.", "mimeType": "image/png" }),
             json!({ "uri": "test://watched-resource", "name": "watched-resource", "description": "A resource that changes.", "mimeType": "text/plain" }),
         ]
+    }
+
+    fn task_support(&self, tool: &str) -> TaskSupport {
+        match tool {
+            "slow_compute" | "protocol_error_job" | "confirm_delete" | "multi_input" => TaskSupport::Optional,
+            "failing_job" | "test_tool_with_task" => TaskSupport::Required,
+            _ => TaskSupport::Forbidden,
+        }
     }
 
     fn resource_templates(&self) -> Vec<Value> {
@@ -477,6 +504,58 @@ impl ConformanceFixture {
             }
             "test_dynamic_tool" => complete(text("The dynamic tool ran.")),
             "test_custom_header" => complete(text(format!("Region: {}", string("region")))),
+            "greet" => complete(text(format!("Hello, {}!", string("name")))),
+            "slow_compute" => {
+                let seconds = arguments.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+                if seconds > 0.0 {
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs_f64(seconds)) => {}
+                        () = cx.cancellation().cancelled() => return Err(PluginError::Tool("cancelled".into())),
+                    }
+                }
+                complete(text(format!("slow_compute {} finished after {seconds} s", string("label"))))
+            }
+            "failing_job" => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Err(PluginError::Tool("failing_job failed, as it always does".into()))
+            }
+            "protocol_error_job" => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Err(PluginError::Internal("protocol_error_job broke, as it always does".into()))
+            }
+            "test_tool_with_task" => match accepted(cx, "user_name") {
+                None => ask(
+                    &[("user_name", elicit("What is your name?", json!({ "name": { "type": "string" } }), &["name"]))],
+                    None,
+                ),
+                Some(content) => {
+                    // Long enough to become a task.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let name = content.get("name").and_then(Value::as_str).unwrap_or("stranger");
+                    complete(text(format!("Hello, {name}! (answered from a task)")))
+                }
+            },
+            "confirm_delete" => match accepted(cx, "confirm") {
+                None => ask(
+                    &[("confirm", elicit("Delete it?", json!({ "confirm": { "type": "boolean" } }), &["confirm"]))],
+                    None,
+                ),
+                Some(content) => complete(text(format!("Confirmed: {}", Value::Object(content.clone())))),
+            },
+            "multi_input" => match (accepted(cx, "first"), accepted(cx, "second")) {
+                (Some(first), Some(second)) => complete(text(format!(
+                    "Answers: {} and {}",
+                    Value::Object(first.clone()),
+                    Value::Object(second.clone())
+                ))),
+                _ => ask(
+                    &[
+                        ("first", elicit("First question?", json!({ "answer": { "type": "string" } }), &["answer"])),
+                        ("second", elicit("Second question?", json!({ "answer": { "type": "string" } }), &["answer"])),
+                    ],
+                    None,
+                ),
+            },
             "json_schema_2020_12_tool" => complete(text(format!("Received: {}", Value::Object(arguments.clone())))),
             _ => self.call_mrtr(name, cx),
         }

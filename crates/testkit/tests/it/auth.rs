@@ -194,6 +194,15 @@ async fn scopes_decide_what_a_caller_sees_and_calls() {
     let other = app.client().with_token(&authorization.token("mcp-short", "mcp", &resource).await);
     assert_eq!(other.request_with("tools/call", retry.clone(), caps.clone()).await.error_code(), Some(-32602));
     assert_eq!(plain.request_with("tools/call", retry, caps).await.status, 200);
+
+    // So are tasks: to another caller a task id is unknown, for reading and cancelling.
+    let tasks = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    let slow = json!({ "name": "slow_compute", "arguments": { "seconds": 1 } });
+    let created = plain.request_with("tools/call", slow, tasks.clone()).await;
+    let task = json!({ "taskId": created.result()["taskId"] });
+    assert_eq!(other.request_with("tasks/get", task.clone(), tasks.clone()).await.error_code(), Some(-32602));
+    assert_eq!(other.request_with("tasks/cancel", task.clone(), tasks.clone()).await.error_code(), Some(-32602));
+    assert_eq!(plain.request_with("tasks/get", task, tasks).await.result()["status"], "working");
 }
 
 #[tokio::test]

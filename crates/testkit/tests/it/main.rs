@@ -16,6 +16,8 @@ mod protocol;
 mod rmcp_client;
 /// The stdio transport over an in-memory pipe.
 mod stdio;
+/// The Tasks extension across replicas and faults.
+mod tasks;
 /// Malformed, oversized and hostile input at the HTTP layer.
 mod transport;
 

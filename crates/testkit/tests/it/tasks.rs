@@ -1,0 +1,180 @@
+//! The Tasks extension across replicas: tasks stored in the shared database
+//! before the client hears of them, read and cancelled on any replica, failed
+//! when the replica running them dies, unknown once expired.
+
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_registry::testing::FreshDatabase;
+use switchyard_testkit::{App, Client, Reply, meta, switchyard_binary};
+
+fn tasks_capability() -> Value {
+    json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } })
+}
+
+async fn call(client: &Client, method: &str, params: Value) -> Reply {
+    client.request_with(method, params, tasks_capability()).await
+}
+
+/// Polls `tasks/get` on `client` until the task has ended (or 10 s passed).
+async fn until_ended(client: &Client, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let task = call(client, "tasks/get", json!({ "taskId": id })).await.result().clone();
+        let status = task["status"].as_str().unwrap_or_default().to_owned();
+        if ["completed", "failed", "cancelled"].contains(&status.as_str()) || Instant::now() > deadline {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_task_created_on_one_replica_is_read_and_cancelled_on_the_others() {
+    let database = FreshDatabase::postgres().await;
+    let redis = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("switchyard-it-{:x}:", rand::random::<u64>());
+    let env = [
+        ("SWITCHYARD_DATABASE_URL", database.url()),
+        ("SWITCHYARD_REDIS_URL", redis.as_str()),
+        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
+        ("SWITCHYARD_FIXTURE", "conformance"),
+    ];
+    let replicas = [App::start(&env).await, App::start(&env).await, App::start(&env).await];
+    let [one, two, three] = [replicas[0].client(), replicas[1].client(), replicas[2].client()];
+
+    // Discovered, and without the extension a task-only tool is -32021.
+    let discovered = one.request("server/discover", json!({})).await;
+    assert_eq!(discovered.result()["capabilities"]["extensions"], tasks_capability()["extensions"]);
+    let refused = one.request("tools/call", json!({ "name": "failing_job", "arguments": {} })).await;
+    assert_eq!(refused.error_code(), Some(-32021));
+
+    // Created on one, completed, read on two.
+    let created =
+        call(&one, "tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0.3, "label": "x" } }))
+            .await;
+    let created = created.result().clone();
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert_eq!(created["status"], "working");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    assert!(id.len() >= 36, "high entropy: {id}");
+    let working = call(&two, "tasks/get", json!({ "taskId": id })).await;
+    assert_eq!(working.status, 200);
+    assert_eq!(working.result()["resultType"], "complete");
+    let done = until_ended(&two, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(done["result"]["content"][0]["text"].as_str().unwrap().contains("finished after 0.3 s"), "{done}");
+    assert!(done.get("resultType").is_some());
+
+    // A tool error is a completed task with isError; a protocol error fails it.
+    let failing = call(&one, "tools/call", json!({ "name": "failing_job", "arguments": {} })).await;
+    let failed = until_ended(&three, failing.result()["taskId"].as_str().unwrap()).await;
+    assert_eq!((failed["status"].as_str(), failed["result"]["isError"].as_bool()), (Some("completed"), Some(true)));
+    let broken = call(&one, "tools/call", json!({ "name": "protocol_error_job", "arguments": {} })).await;
+    let broken = until_ended(&two, broken.result()["taskId"].as_str().unwrap()).await;
+    assert_eq!(broken["status"], "failed", "{broken}");
+    assert_eq!(broken["error"]["code"], -32603);
+    assert!(broken.get("result").is_none());
+
+    // Created on one, cancelled through three, seen cancelled on two, and it
+    // stays cancelled: the owner stopped the call rather than completing it.
+    let long = call(&one, "tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 2 } })).await;
+    let long_id = long.result()["taskId"].as_str().unwrap().to_owned();
+    let ack = call(&three, "tasks/cancel", json!({ "taskId": long_id })).await;
+    assert_eq!(ack.result()["resultType"], "complete");
+    assert!(ack.result().get("taskId").is_none(), "an empty ack");
+    assert_eq!(call(&two, "tasks/get", json!({ "taskId": long_id })).await.result()["status"], "cancelled");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(call(&one, "tasks/get", json!({ "taskId": long_id })).await.result()["status"], "cancelled");
+
+    // A listen stream on two that names a task created on one hears its
+    // end; a task id it does not own (or that does not exist) is left out.
+    let quick = call(&one, "tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0.5 } })).await;
+    let quick_id = quick.result()["taskId"].as_str().unwrap().to_owned();
+    let mut params = json!({ "notifications": { "taskIds": [quick_id, "tsk_not_yours"] } });
+    params["_meta"] = meta(tasks_capability());
+    let heard = two.stream("subscriptions/listen", params, 2, Duration::from_secs(5), || async {}).await;
+    assert_eq!(heard.messages[0]["params"]["notifications"], json!({ "taskIds": [quick_id] }));
+    assert_eq!(heard.messages.len(), 2, "{:?}", heard.messages);
+    assert_eq!(heard.messages[1]["method"], "notifications/tasks");
+    assert_eq!(heard.messages[1]["params"]["taskId"], quick_id.as_str());
+    assert_eq!(heard.messages[1]["params"]["status"], "completed");
+    assert!(heard.messages[1]["params"]["result"]["content"].is_array());
+
+    // Unknown ids, and the removed methods.
+    assert_eq!(call(&two, "tasks/get", json!({ "taskId": "tsk_nope" })).await.error_code(), Some(-32602));
+    assert_eq!(call(&two, "tasks/cancel", json!({ "taskId": "tsk_nope" })).await.error_code(), Some(-32602));
+    drop(replicas);
+    database.remove().await;
+}
+
+/// A replica killed (SIGKILL) while running a task: another replica fails it
+/// once its lease runs out, instead of reporting it `working` forever.
+#[tokio::test]
+async fn a_task_of_a_killed_replica_fails_instead_of_hanging() {
+    let database = FreshDatabase::postgres().await;
+    let env = [
+        ("SWITCHYARD_DATABASE_URL", database.url()),
+        ("SWITCHYARD_FIXTURE", "conformance"),
+        ("SWITCHYARD_TASKS__LEASE", "1s"),
+    ];
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut doomed = Command::new(switchyard_binary());
+    for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("SWITCHYARD_")) {
+        doomed.env_remove(key);
+    }
+    let mut doomed = doomed
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .envs(env)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    for _ in 0..200 {
+        if http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut params = json!({ "name": "slow_compute", "arguments": { "seconds": 60 } });
+    params["_meta"] = meta(tasks_capability());
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+    let mut request = http.post(format!("{base}/mcp")).json(&body);
+    for (name, value) in Client::headers_for("tools/call", &params) {
+        request = request.header(name, value);
+    }
+    let created: Value = request.send().await.unwrap().json().await.unwrap();
+    let id = created["result"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+
+    let survivor = App::start(&env).await;
+    let client = survivor.client();
+    let first = call(&client, "tasks/get", json!({ "taskId": id })).await;
+    assert_eq!(first.result()["status"], "working", "the lease has not run out yet");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let failed = call(&client, "tasks/get", json!({ "taskId": id })).await;
+    assert_eq!(failed.result()["status"], "failed", "{:?}", failed.messages);
+    assert!(failed.result()["error"]["message"].as_str().unwrap().contains("stopped before it finished"));
+    drop(survivor);
+    database.remove().await;
+}
+
+/// Tasks are kept for their `ttlMs`, then unknown.
+#[tokio::test]
+async fn expired_tasks_are_unknown() {
+    let app = App::start(&[("SWITCHYARD_FIXTURE", "conformance"), ("SWITCHYARD_TASKS__TTL", "1s")]).await;
+    let client = app.client();
+    let created = call(&client, "tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0.2 } })).await;
+    assert_eq!(created.result()["ttlMs"], 1000);
+    let id = created.result()["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(until_ended(&client, &id).await["status"], "completed");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(call(&client, "tasks/get", json!({ "taskId": id })).await.error_code(), Some(-32602));
+}
