@@ -106,16 +106,14 @@ impl Call<'_> {
             // A task may run as long as it is kept.
             deadline: std::time::Instant::now() + tasks.config.ttl,
             cancel: token.clone(),
-            input,
+            input: None,
             // Tasks send no progress or log notifications (the extension defines none).
             notifier: Notifier::default(),
             changes: Some(self.server.catalog.change_sink()),
         };
-        let (plugin, name) = (Arc::clone(&tool.plugin), tool.name.clone());
-        let mut running: BoxFuture<'static, PluginResult<Outcome>> = Box::pin({
-            let name = name.clone();
-            async move { plugin.call_tool(&name, arguments, cx).await }
-        });
+        let call = TaskCall { plugin: Arc::clone(&tool.plugin), name: tool.name.clone(), arguments, template: cx };
+        // An MRTR retry's answers go to the first round.
+        let mut running = call.start(input);
         if let Some(outcome) = futures::FutureExt::now_or_never(&mut running) {
             let plugin_error = |source| Error::Plugin { plugin: tool.plugin.id().to_owned(), source };
             return match outcome.map_err(plugin_error)? {
@@ -138,24 +136,15 @@ impl Call<'_> {
             lease_until_ms: now + millis(tasks.config.lease),
             result: None,
             error: None,
+            input: None,
+            version: 0,
         };
         // Durable before the client hears of it: an immediate tasks/get on
         // any replica must find it.
         tasks.store.create(&task).await.map_err(Error::TaskStore)?;
         tasks.track(&task.id, token.clone());
-        let (tasks_handle, catalog, record) = (Arc::clone(tasks), Arc::clone(&self.server.catalog), task.clone());
-        tokio::spawn(async move {
-            let outcome = tokio::select! {
-                outcome = running => Some(outcome),
-                // tasks/cancel recorded the end already.
-                () = token.cancelled() => None,
-            };
-            tasks_handle.untrack(&record.id);
-            if let Some(outcome) = outcome {
-                let transition = task_end(&catalog.snapshot(), &name, outcome);
-                record_task_end(&tasks_handle, catalog.bus().as_ref(), &record, &transition).await;
-            }
-        });
+        let (tasks_handle, catalog) = (Arc::clone(tasks), Arc::clone(&self.server.catalog));
+        tokio::spawn(run_task(tasks_handle, catalog, task.clone(), call, running, token));
         let mut created = crate::tasks::wire(&task, tasks.config.poll_interval, false);
         created.insert("resultType".into(), json!("task"));
         Ok(Value::Object(created))
@@ -420,6 +409,135 @@ fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value, Error> {
         schema.validate(structured).map_err(|problems| Error::InvalidOutput { tool: name.clone(), problems })?;
     }
     Ok(result)
+}
+
+/// What it takes to call a task's tool again with the client's answers.
+struct TaskCall {
+    plugin: Arc<dyn Plugin>,
+    name: String,
+    arguments: Map<String, Value>,
+    /// The context of the first call; later rounds get its copy with their input.
+    template: CallContext,
+}
+
+type Running = BoxFuture<'static, PluginResult<Outcome>>;
+
+impl TaskCall {
+    fn start(&self, input: Option<InputRound>) -> Running {
+        let (plugin, name, arguments) = (Arc::clone(&self.plugin), self.name.clone(), self.arguments.clone());
+        let cx = CallContext { input, ..self.template.clone() };
+        Box::pin(async move { plugin.call_tool(&name, arguments, cx).await })
+    }
+}
+
+/// The most input rounds one task may ask for.
+const MAX_TASK_ROUNDS: u64 = 16;
+
+/// A task's call in the background: run it; when it asks for input, park the
+/// task as `input_required` with the requests (keyed `r{round}.{key}`, so a
+/// key is never reused), wait for the client's answers (`tasks/update`, on
+/// any replica, lands them in the store) and call again; record the end.
+async fn run_task(
+    tasks: Arc<Tasks>,
+    catalog: Arc<crate::catalog::Catalog>,
+    mut task: TaskRecord,
+    call: TaskCall,
+    mut running: Running,
+    token: CancellationToken,
+) {
+    let bus = Arc::clone(catalog.bus());
+    let mut round = 0;
+    loop {
+        let outcome = tokio::select! {
+            outcome = &mut running => outcome,
+            // tasks/cancel recorded the end already.
+            () = token.cancelled() => break,
+        };
+        let (requests, state) = match outcome {
+            Ok(Outcome::InputRequired { requests, state }) if round < MAX_TASK_ROUNDS => (requests, state),
+            outcome => {
+                tasks.untrack(&task.id);
+                let transition = task_end(&catalog.snapshot(), &call.name, outcome);
+                record_task_end(&tasks, bus.as_ref(), &task, &transition).await;
+                return;
+            }
+        };
+        if let Some(missing) = requests
+            .values()
+            .filter_map(required_capability)
+            .find(|needed| !needed.is_declared_in(&call.template.client_capabilities))
+        {
+            tasks.untrack(&task.id);
+            let error = ErrorObject::missing_capability(missing.as_required());
+            let transition = Transition {
+                status: TaskStatus::Failed,
+                status_message: None,
+                result: None,
+                error: Some(json!(error)),
+            };
+            record_task_end(&tasks, bus.as_ref(), &task, &transition).await;
+            return;
+        }
+        round += 1;
+        let pending: Map<String, Value> = requests.into_iter().map(|(key, r)| (format!("r{round}.{key}"), r)).collect();
+        let input = json!({ "round": round, "pending": pending, "answered": {}, "state": state });
+        let now = now_ms();
+        match tasks.store.change_input(&task.id, task.version, TaskStatus::InputRequired, &input, now).await {
+            Ok(true) => {
+                task.status = TaskStatus::InputRequired;
+                task.input = Some(input);
+                task.version += 1;
+                task.updated_at_ms = now;
+                crate::tasks::announce(bus.as_ref(), &task, tasks.config.poll_interval).await;
+            }
+            // Cancelled meanwhile, or the store failed: the lease decides.
+            Ok(false) | Err(_) => break,
+        }
+        let Some((answers, state, current)) = wait_for_answers(&tasks, &task.id, round, &token).await else { break };
+        task = current;
+        running = call.start(Some(InputRound { responses: answers, state }));
+    }
+    tasks.untrack(&task.id);
+}
+
+/// Polls the store until every input request of `round` is answered (then
+/// the answers under the plugin's own keys, the plugin's state, and the
+/// task), or the task ends or is cancelled (`None`).
+async fn wait_for_answers(
+    tasks: &Tasks,
+    id: &str,
+    round: u64,
+    token: &CancellationToken,
+) -> Option<(Map<String, Value>, Option<Value>, TaskRecord)> {
+    let prefix = format!("r{round}.");
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            () = token.cancelled() => return None,
+        }
+        let task = match tasks.store.get(id).await {
+            Ok(Some(task)) => task,
+            Ok(None) => return None,
+            Err(_) => continue,
+        };
+        if task.status.is_terminal() {
+            return None;
+        }
+        let input = task.input.clone().unwrap_or_default();
+        let complete = task.status == TaskStatus::Working
+            && input["round"].as_u64() == Some(round)
+            && input["pending"].as_object().is_none_or(Map::is_empty);
+        if complete {
+            let answers = input["answered"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(key, answer)| key.strip_prefix(&prefix).map(|k| (k.to_owned(), answer.clone())))
+                .collect();
+            let state = Some(input["state"].clone()).filter(|s| !s.is_null());
+            return Some((answers, state, task));
+        }
+    }
 }
 
 /// How a task's call ended, as the task records it: a result (a tool error

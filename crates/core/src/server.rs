@@ -450,11 +450,13 @@ impl Server {
         match request.method {
             Method::GetTask => Ok(Value::Object(crate::tasks::wire(&task, tasks.config.poll_interval, true))),
             Method::UpdateTask => {
-                // Input during a task is not asked for yet, so there is
-                // nothing to answer: acknowledged, as unknown keys are.
-                if !request.params.get("inputResponses").is_some_and(Value::is_object) {
+                let Some(Value::Object(responses)) = request.params.get("inputResponses") else {
                     return Err(Error::InvalidParams("params.inputResponses (an object) is required".into()));
+                };
+                if let Some((key, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
+                    return Err(Error::InvalidParams(format!("inputResponses.{key} must be an object")));
                 }
+                self.answer_task(tasks, task, responses).await?;
                 Ok(json!({}))
             }
             _ => {
@@ -482,6 +484,46 @@ impl Server {
                 Ok(json!({}))
             }
         }
+    }
+
+    /// Records answers to a task's pending input requests: keys it does not
+    /// wait for are ignored; once nothing is pending, the task is `working`
+    /// again and its owner resumes it. Several replicas may answer at once:
+    /// each change names the version it read and is retried on a conflict.
+    async fn answer_task(
+        &self,
+        tasks: &Tasks,
+        mut task: TaskRecord,
+        responses: &Map<String, Value>,
+    ) -> Result<(), Error> {
+        for _ in 0..8 {
+            if task.status != TaskStatus::InputRequired {
+                return Ok(());
+            }
+            let mut input = task.input.clone().unwrap_or_else(|| json!({}));
+            let mut changed = false;
+            for (key, answer) in responses {
+                if input["pending"].as_object_mut().and_then(|pending| pending.remove(key)).is_some() {
+                    input["answered"][key] = answer.clone();
+                    changed = true;
+                }
+            }
+            if !changed {
+                return Ok(());
+            }
+            let all_in = input["pending"].as_object().is_none_or(Map::is_empty);
+            let status = if all_in { TaskStatus::Working } else { TaskStatus::InputRequired };
+            let now = now_ms();
+            if tasks.store.change_input(&task.id, task.version, status, &input, now).await.map_err(Error::TaskStore)? {
+                let updated =
+                    TaskRecord { status, input: Some(input), updated_at_ms: now, version: task.version + 1, ..task };
+                crate::tasks::announce(self.catalog.bus().as_ref(), &updated, tasks.config.poll_interval).await;
+                return Ok(());
+            }
+            let id = task.id.clone();
+            task = tasks.store.get(&id).await.map_err(Error::TaskStore)?.ok_or(Error::UnknownTask(id))?;
+        }
+        Err(Error::TaskStore(crate::tasks::StoreError("too many concurrent answers to one task".into())))
     }
 
     /// The caller's task `id`: unknown when it does not exist, expired, or

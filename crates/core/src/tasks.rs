@@ -25,8 +25,10 @@
 //!   listen streams that named the task (`taskIds`, the caller's own tasks
 //!   only) on any replica send it as `notifications/tasks`.
 //!
-//! Not yet: input requests *during* a task (`input_required` status and
-//! `tasks/update`, which is acknowledged and otherwise ignored).
+//! - When a task's call asks for input, the task becomes `input_required`
+//!   with the requests (keys `r{round}.{key}`, never reused); `tasks/update`
+//!   on any replica records answers (partial sets too) with a version check,
+//!   and once all are in, the owner calls the tool again with them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -119,6 +121,10 @@ pub struct TaskRecord {
     pub result: Option<Value>,
     /// The JSON-RPC error object of a failed task.
     pub error: Option<Value>,
+    /// Input requests: `{round, pending, answered, state}`, keys `r{round}.{key}`.
+    pub input: Option<Value>,
+    /// Grows on every change; input changes name the version they read.
+    pub version: i64,
 }
 
 impl TaskRecord {
@@ -131,6 +137,7 @@ impl TaskRecord {
             result: transition.result.clone(),
             error: transition.error.clone(),
             updated_at_ms: now_ms,
+            version: self.version + 1,
             ..self.clone()
         }
     }
@@ -166,6 +173,16 @@ pub trait TaskStore: Send + Sync + 'static {
         &'a self,
         id: &'a str,
         transition: &'a Transition,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Sets the status and input of a task that has not ended, if it is
+    /// still at `expected_version`; `true` when it changed.
+    fn change_input<'a>(
+        &'a self,
+        id: &'a str,
+        expected_version: i64,
+        status: TaskStatus,
+        input: &'a Value,
         now_ms: i64,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Extends the leases of `ids` (the tasks this replica is running).
@@ -210,6 +227,28 @@ impl TaskStore for MemoryTaskStore {
                 task.result.clone_from(&transition.result);
                 task.error.clone_from(&transition.error);
                 task.updated_at_ms = now_ms;
+                task.version += 1;
+                true
+            }
+            _ => false,
+        });
+        Box::pin(async move { Ok(applied) })
+    }
+
+    fn change_input<'a>(
+        &'a self,
+        id: &'a str,
+        expected_version: i64,
+        status: TaskStatus,
+        input: &'a Value,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let applied = self.with(|tasks| match tasks.get_mut(id) {
+            Some(task) if !task.status.is_terminal() && task.version == expected_version => {
+                task.status = status;
+                task.input = Some(input.clone());
+                task.updated_at_ms = now_ms;
+                task.version += 1;
                 true
             }
             _ => false,
@@ -365,6 +404,10 @@ pub(crate) fn wire(task: &TaskRecord, poll_interval: Duration, detailed: bool) -
                 let error = task.error.clone().unwrap_or_else(|| json!({ "code": -32603, "message": "task failed" }));
                 fields.insert("error".into(), error);
             }
+            TaskStatus::InputRequired => {
+                let pending = task.input.as_ref().and_then(|i| i.get("pending")).cloned().unwrap_or_else(|| json!({}));
+                fields.insert("inputRequests".into(), pending);
+            }
             _ => {}
         }
     }
@@ -414,6 +457,8 @@ mod tests {
             lease_until_ms: 0,
             result: None,
             error: None,
+            input: None,
+            version: 0,
         };
         store.create(&task).await.unwrap();
         let cancel = Transition { status: TaskStatus::Cancelled, status_message: None, result: None, error: None };

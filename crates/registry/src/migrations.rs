@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "plugins", include_str!("../../../migrations/0001_plugins.sql")),
     (2, "plugin scopes", include_str!("../../../migrations/0002_plugin_scopes.sql")),
     (3, "tasks", include_str!("../../../migrations/0003_tasks.sql")),
+    (4, "task input", include_str!("../../../migrations/0004_task_input.sql")),
 ];
 
 pub(crate) fn migrator() -> Migrator {

@@ -35,20 +35,27 @@ pub struct TaskRow {
     pub owner: String,
     /// Lease end, Unix milliseconds.
     pub lease_until_ms: i64,
+    /// Input requests pending and answered (JSON); empty for none.
+    pub input: String,
+    /// Grows on every change.
+    pub version: i64,
 }
 
 // The statements are constants: no SQL is ever built from input.
 macro_rules! columns {
     () => {
-        "id, principal, status, status_message, result, error, created_at, updated_at, ttl_ms, owner, lease_until"
+        "id, principal, status, status_message, result, error, created_at, updated_at, ttl_ms, owner, lease_until, input, version"
     };
 }
 const SELECT: &str = concat!("SELECT ", columns!(), " FROM tasks WHERE id = $1");
 const INSERT: &str =
-    concat!("INSERT INTO tasks (", columns!(), ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)");
+    concat!("INSERT INTO tasks (", columns!(), ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)");
 // Only a task that has not ended moves: a cancelled task stays cancelled when its call finishes later.
-const TRANSITION: &str = "UPDATE tasks SET status = $1, status_message = $2, result = $3, error = $4, updated_at = $5 \
-     WHERE id = $6 AND status IN ('working', 'input_required')";
+const TRANSITION: &str = "UPDATE tasks SET status = $1, status_message = $2, result = $3, error = $4, updated_at = $5, \
+     version = version + 1 WHERE id = $6 AND status IN ('working', 'input_required')";
+// Input changes apply only to the version read, so two answers cannot overwrite each other.
+const CHANGE_INPUT: &str = "UPDATE tasks SET status = $1, input = $2, updated_at = $3, version = version + 1 \
+     WHERE id = $4 AND version = $5 AND status IN ('working', 'input_required')";
 
 impl Registry {
     /// Stores a new task.
@@ -68,6 +75,8 @@ impl Registry {
             .bind(task.ttl_ms)
             .bind(&task.owner)
             .bind(task.lease_until_ms)
+            .bind(&task.input)
+            .bind(task.version)
             .execute(self.pool())
             .await
             .map_err(Error::Database)?;
@@ -103,6 +112,31 @@ impl Registry {
             .bind(error)
             .bind(now_ms)
             .bind(id)
+            .execute(self.pool())
+            .await
+            .map_err(Error::Database)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Sets a task's status and input, if it is still at `expected_version`
+    /// and has not ended; `true` when it changed.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub async fn change_task_input(
+        &self,
+        id: &str,
+        expected_version: i64,
+        status: &str,
+        input: &str,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let done = sqlx::query(CHANGE_INPUT)
+            .bind(status)
+            .bind(input)
+            .bind(now_ms)
+            .bind(id)
+            .bind(expected_version)
             .execute(self.pool())
             .await
             .map_err(Error::Database)?;
@@ -155,5 +189,7 @@ fn task_from_row(row: &AnyRow) -> Result<TaskRow> {
         ttl_ms: int("ttl_ms")?,
         owner: text("owner")?,
         lease_until_ms: int("lease_until")?,
+        input: text("input")?,
+        version: int("version")?,
     })
 }

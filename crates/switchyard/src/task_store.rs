@@ -36,6 +36,8 @@ fn record(row: TaskRow) -> Result<TaskRecord, StoreError> {
         ttl_ms: row.ttl_ms,
         owner: row.owner,
         lease_until_ms: row.lease_until_ms,
+        input: json_value(&row.input),
+        version: row.version,
     })
 }
 
@@ -54,6 +56,8 @@ impl TaskStore for RegistryTasks {
                 ttl_ms: task.ttl_ms,
                 owner: task.owner.clone(),
                 lease_until_ms: task.lease_until_ms,
+                input: json_text(task.input.as_ref()),
+                version: task.version,
             };
             self.0.create_task(&row).await.map_err(unavailable)
         })
@@ -74,6 +78,22 @@ impl TaskStore for RegistryTasks {
             let (result, error) = (json_text(transition.result.as_ref()), json_text(transition.error.as_ref()));
             self.0
                 .transition_task(id, transition.status.as_str(), &message, &result, &error, now_ms)
+                .await
+                .map_err(unavailable)
+        })
+    }
+
+    fn change_input<'a>(
+        &'a self,
+        id: &'a str,
+        expected_version: i64,
+        status: TaskStatus,
+        input: &'a Value,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            self.0
+                .change_task_input(id, expected_version, status.as_str(), &input.to_string(), now_ms)
                 .await
                 .map_err(unavailable)
         })

@@ -150,8 +150,12 @@ impl Plugin for ConformanceFixture {
             tool("failing_job", "Fails as a tool after a second (tasks only).", no_args()),
             tool("protocol_error_job", "Fails with an internal error after a moment (a task).", no_args()),
             tool("test_tool_with_task", "Asks for a name (MRTR), then answers from a task (tasks only).", no_args()),
-            tool("confirm_delete", "Asks for a confirmation.", no_args()),
-            tool("multi_input", "Asks two questions at once.", no_args()),
+            tool(
+                "confirm_delete",
+                "Asks to confirm a deletion (from a task, when the client takes tasks).",
+                json!({ "type": "object", "properties": { "filename": string_arg("The file to delete") } }),
+            ),
+            tool("multi_input", "Asks two questions at once (from a task, when the client takes tasks).", no_args()),
             tool(
                 "test_sampling",
                 "Asks the client to sample.",
@@ -536,10 +540,16 @@ impl ConformanceFixture {
                 }
             },
             "confirm_delete" => match accepted(cx, "confirm") {
-                None => ask(
-                    &[("confirm", elicit("Delete it?", json!({ "confirm": { "type": "boolean" } }), &["confirm"]))],
-                    None,
-                ),
+                None => {
+                    // Work first, so that a client taking tasks gets a task that then asks.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let question = elicit(
+                        &format!("Delete {}?", string("filename")),
+                        json!({ "confirm": { "type": "boolean" } }),
+                        &["confirm"],
+                    );
+                    ask(&[("confirm", question)], None)
+                }
                 Some(content) => complete(text(format!("Confirmed: {}", Value::Object(content.clone())))),
             },
             "multi_input" => match (accepted(cx, "first"), accepted(cx, "second")) {
@@ -548,13 +558,11 @@ impl ConformanceFixture {
                     Value::Object(first.clone()),
                     Value::Object(second.clone())
                 ))),
-                _ => ask(
-                    &[
-                        ("first", elicit("First question?", json!({ "answer": { "type": "string" } }), &["answer"])),
-                        ("second", elicit("Second question?", json!({ "answer": { "type": "string" } }), &["answer"])),
-                    ],
-                    None,
-                ),
+                _ => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let question = |q: &str| elicit(q, json!({ "answer": { "type": "string" } }), &["answer"]);
+                    ask(&[("first", question("First question?")), ("second", question("Second question?"))], None)
+                }
             },
             "json_schema_2020_12_tool" => complete(text(format!("Received: {}", Value::Object(arguments.clone())))),
             _ => self.call_mrtr(name, cx),

@@ -12,12 +12,26 @@ use serde_json::{Value, json};
 use switchyard_registry::testing::FreshDatabase;
 use switchyard_testkit::{App, Client, Reply, meta, switchyard_binary};
 
+/// The client capabilities of these tests: tasks, and elicitation for the
+/// tasks that ask.
 fn tasks_capability() -> Value {
-    json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } })
+    json!({ "extensions": { "io.modelcontextprotocol/tasks": {} }, "elicitation": {} })
 }
 
 async fn call(client: &Client, method: &str, params: Value) -> Reply {
     client.request_with(method, params, tasks_capability()).await
+}
+
+/// Polls `tasks/get` on `client` until the task is in `status` (or 10 s passed).
+async fn until_status(client: &Client, id: &str, status: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let task = call(client, "tasks/get", json!({ "taskId": id })).await.result().clone();
+        if task["status"] == status || Instant::now() > deadline {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Polls `tasks/get` on `client` until the task has ended (or 10 s passed).
@@ -104,6 +118,28 @@ async fn a_task_created_on_one_replica_is_read_and_cancelled_on_the_others() {
     assert_eq!(heard.messages[1]["params"]["taskId"], quick_id.as_str());
     assert_eq!(heard.messages[1]["params"]["status"], "completed");
     assert!(heard.messages[1]["params"]["result"]["content"].is_array());
+
+    // A task that asks for input: input_required on any replica, answered
+    // in parts through others, then resumed by its owner to the end.
+    let asking = call(&one, "tools/call", json!({ "name": "multi_input", "arguments": {} })).await;
+    let asking_id = asking.result()["taskId"].as_str().unwrap().to_owned();
+    let parked = until_status(&two, &asking_id, "input_required").await;
+    let keys: Vec<String> = parked["inputRequests"].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["r1.first", "r1.second"], "{parked}");
+    assert_eq!(parked["inputRequests"]["r1.first"]["method"], "elicitation/create");
+    let answer = |text: &str| json!({ "action": "accept", "content": { "answer": text } });
+    let partial =
+        json!({ "taskId": asking_id, "inputResponses": { "r1.first": answer("one"), "unknown": answer("x") } });
+    assert_eq!(call(&three, "tasks/update", partial).await.result()["resultType"], "complete");
+    let still = call(&two, "tasks/get", json!({ "taskId": asking_id })).await.result().clone();
+    assert_eq!(still["status"], "input_required");
+    assert_eq!(still["inputRequests"].as_object().unwrap().keys().collect::<Vec<_>>(), ["r1.second"]);
+    let rest = json!({ "taskId": asking_id, "inputResponses": { "r1.second": answer("two") } });
+    call(&two, "tasks/update", rest).await;
+    let answered = until_ended(&three, &asking_id).await;
+    assert_eq!(answered["status"], "completed", "{answered}");
+    let text = answered["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("one") && text.contains("two"), "{text}");
 
     // Unknown ids, and the removed methods.
     assert_eq!(call(&two, "tasks/get", json!({ "taskId": "tsk_nope" })).await.error_code(), Some(-32602));
