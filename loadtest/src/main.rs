@@ -16,6 +16,7 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
 mod auth_call;
+mod fanout;
 mod listen_burst;
 mod wasm_call;
 
@@ -95,6 +96,21 @@ enum Scenario {
         #[arg(long, default_value_t = 16)]
         concurrency: usize,
     },
+    /// `resources/updated` published on replica A, heard by listen streams on
+    /// A and on replica B (through Redis): latency percentiles on one clock,
+    /// and the memory of an idle listen stream. Needs Redis (`REDIS_URL`,
+    /// default `redis://127.0.0.1:6379`).
+    Fanout {
+        /// The switchyard binary (build it with `cargo build --release`).
+        #[arg(long, default_value = "target/release/switchyard")]
+        switchyard: PathBuf,
+        /// Listen streams on each replica.
+        #[arg(long, default_value_t = 1_000)]
+        streams: usize,
+        /// Notifications published.
+        #[arg(long, default_value_t = 20)]
+        rounds: u64,
+    },
     /// One WASM call in process (no HTTP): the host's floor and the units example.
     WasmCall {
         /// The units example module.
@@ -115,6 +131,9 @@ fn main() -> anyhow::Result<()> {
         }
         Scenario::ListenBurst { switchyard, clients } => {
             runtime.block_on(listen_burst::listen_burst(&switchyard, clients))
+        }
+        Scenario::Fanout { switchyard, streams, rounds } => {
+            runtime.block_on(fanout::fanout(&switchyard, streams, rounds))
         }
         Scenario::AuthCall { switchyard, requests, concurrency } => {
             runtime.block_on(auth_call::auth_call(&switchyard, requests, concurrency))
