@@ -449,9 +449,12 @@ async fn run_task(
     let mut round = 0;
     loop {
         let outcome = tokio::select! {
-            outcome = &mut running => outcome,
-            // tasks/cancel recorded the end already.
+            // Cancellation first: a call that ends because it saw the
+            // cancellation must not be recorded as its result.
+            biased;
+            // tasks/cancel (or shutdown) recorded the end already.
             () = token.cancelled() => break,
+            outcome = &mut running => outcome,
         };
         let (requests, state) = match outcome {
             Ok(Outcome::InputRequired { requests, state }) if round < MAX_TASK_ROUNDS => (requests, state),

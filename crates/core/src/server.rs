@@ -146,6 +146,38 @@ impl Server {
         self
     }
 
+    /// At shutdown: lets the tasks running here finish within `grace`, then
+    /// stops the rest and fails them with a message saying why, so no client
+    /// waits for a lease to run out.
+    pub async fn end_tasks(&self, grace: Duration) {
+        let Some(tasks) = &self.tasks else { return };
+        let deadline = tokio::time::Instant::now() + grace;
+        while !tasks.running_ids().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for id in tasks.running_ids() {
+            // Recorded first, stopped second: the call's own end (it sees the
+            // cancellation too) must not win the race and be recorded instead.
+            let message = "The server running this task shut down before it finished; run the tool again";
+            let failed = Transition {
+                status: TaskStatus::Failed,
+                status_message: Some("the replica running this task shut down".into()),
+                result: None,
+                error: Some(json!(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, message))),
+            };
+            match tasks.store.transition(&id, &failed, now_ms()).await {
+                Ok(true) => {
+                    if let Ok(Some(task)) = tasks.store.get(&id).await {
+                        crate::tasks::announce(self.catalog.bus().as_ref(), &task, tasks.config.poll_interval).await;
+                    }
+                }
+                Ok(false) => {}
+                Err(error) => tracing::warn!(task = %id, %error, "could not fail a task at shutdown; its lease will"),
+            }
+            tasks.stop(&id);
+        }
+    }
+
     /// This replica's name (the owner recorded on the tasks it runs).
     pub fn replica(&self) -> &str {
         &self.replica

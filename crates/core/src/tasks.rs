@@ -323,6 +323,11 @@ impl Tasks {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned(), token);
     }
 
+    /// The tasks whose calls run here.
+    pub(crate) fn running_ids(&self) -> Vec<String> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    }
+
     pub(crate) fn untrack(&self, id: &str) {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
@@ -341,8 +346,7 @@ impl Tasks {
                     () = shutdown.cancelled() => return,
                     _ = ticker.tick() => {}
                 }
-                let running: Vec<String> =
-                    tasks.running.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+                let running = tasks.running_ids();
                 if !running.is_empty() {
                     let lease_until = now_ms() + millis(tasks.config.lease);
                     if let Err(error) = tasks.store.renew(&running, lease_until).await {

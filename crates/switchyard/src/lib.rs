@@ -12,6 +12,7 @@ pub mod stdio;
 pub mod task_store;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::future::BoxFuture;
@@ -179,8 +180,11 @@ impl Switchyard {
         let shutdown = self.shutdown.clone();
         let drained = CancellationToken::new();
         let begin_drain = drained.clone();
+        let drain_started = Arc::new(std::sync::OnceLock::new());
+        let mark_start = Arc::clone(&drain_started);
         tokio::spawn(async move {
             signal.await;
+            let _ = mark_start.set(std::time::Instant::now());
             tracing::info!("shutting down");
             health.set_ready(false);
             // Listen streams see this and send their final result.
@@ -212,6 +216,10 @@ impl Switchyard {
                 tracing::warn!(grace_seconds = grace.as_secs(), "requests still running after the grace period; exiting");
             }
         }
+        // Tasks running here get what is left of the grace period, then are
+        // failed with a message, so that no client waits for a lease to run out.
+        let spent = drain_started.get().map_or(Duration::ZERO, std::time::Instant::elapsed);
+        self.server.end_tasks(grace.saturating_sub(spent)).await;
         Ok(())
     }
 }

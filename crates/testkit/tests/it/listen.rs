@@ -1,3 +1,6 @@
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use serde_json::json;
@@ -107,4 +110,100 @@ async fn resources_updated_from_the_admin_api_reaches_every_replica() {
     assert_eq!(reply.messages[1]["params"]["uri"], "file:///reports/q3.csv");
     let other = listening_elsewhere.await.expect("the other stream");
     assert_eq!(other.messages.len(), 1, "only the acknowledgement: {:?}", other.messages);
+}
+
+/// SIGTERM to a real process: the listen stream gets its final result, a
+/// request in flight still gets its answer, a task that cannot finish within
+/// the grace period is failed with a message saying why (not left `working`),
+/// and the process exits cleanly.
+#[tokio::test]
+async fn sigterm_drains_listen_streams_and_requests_in_flight() {
+    use futures::StreamExt as _;
+    use switchyard_testkit::{Client, meta, switchyard_binary};
+
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut command = std::process::Command::new(switchyard_binary());
+    for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("SWITCHYARD_")) {
+        command.env_remove(key);
+    }
+    let mut server = command
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .env("SWITCHYARD_FIXTURE", "conformance")
+        .env("SWITCHYARD_SHUTDOWN__GRACE", "3s")
+        .env("SWITCHYARD_DATABASE_URL", format!("sqlite://{}", dir.path().join("registry.db").display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    for _ in 0..200 {
+        if http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tasks = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    let post_with = |method: &'static str, params: serde_json::Value, capabilities: serde_json::Value| {
+        let mut params = params;
+        params["_meta"] = meta(capabilities);
+        let mut request = http
+            .post(format!("{base}/mcp"))
+            .json(&json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params }));
+        for (name, value) in Client::headers_for(method, &params) {
+            request = request.header(name, value);
+        }
+        request.send()
+    };
+    let post = |method: &'static str, params: serde_json::Value| post_with(method, params, json!({}));
+    let slow = json!({ "name": "slow_compute", "arguments": { "seconds": 60 } });
+    let long_task: serde_json::Value =
+        post_with("tools/call", slow, tasks.clone()).await.unwrap().json().await.unwrap();
+    let long_id = long_task["result"]["taskId"].as_str().unwrap().to_owned();
+    let listening =
+        post("subscriptions/listen", json!({ "notifications": { "toolsListChanged": true } })).await.unwrap();
+    let stream = tokio::spawn(async move {
+        let mut body = listening.bytes_stream();
+        let mut text = String::new();
+        while let Some(chunk) = body.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        }
+        text
+    });
+    let in_flight =
+        tokio::spawn(post("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 1.5 } })));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let terminated = std::time::Instant::now();
+    let status = std::process::Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let frames = tokio::time::timeout(Duration::from_secs(5), stream).await.expect("the stream ended").unwrap();
+    assert!(frames.contains("acknowledged"), "{frames}");
+    assert!(frames.contains(r#""id":7"#) && frames.contains(r#""resultType":"complete""#), "final result: {frames}");
+    let answer = in_flight.await.unwrap().expect("the request in flight was answered");
+    assert_eq!(answer.status(), 200);
+    let answer: serde_json::Value = answer.json().await.unwrap();
+    assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("finished after 1.5 s"), "{answer}");
+    let exited = loop {
+        if let Some(exit) = server.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(terminated.elapsed() < Duration::from_secs(8), "still running 8 s after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(exited.success(), "{exited:?}");
+    assert!(terminated.elapsed() >= Duration::from_secs(3), "the task had the grace period to finish");
+    assert!(http.get(format!("{base}/healthz")).send().await.is_err(), "nothing listens any more");
+
+    // Another replica on the same database sees the task failed, with why.
+    let database = format!("sqlite://{}", dir.path().join("registry.db").display());
+    let survivor = switchyard_testkit::App::start(&[
+        ("SWITCHYARD_DATABASE_URL", &database),
+        ("SWITCHYARD_FIXTURE", "conformance"),
+    ])
+    .await;
+    let task = survivor.client().request_with("tasks/get", json!({ "taskId": long_id }), tasks).await;
+    assert_eq!(task.result()["status"], "failed", "{:?}", task.messages);
+    assert!(task.result()["error"]["message"].as_str().unwrap().contains("shut down"), "{:?}", task.messages);
 }
