@@ -41,15 +41,7 @@ async fn open_streams(
         let (url, heard, ready) = (server.url.clone(), heard.clone(), ready.clone());
         tokio::spawn(async move {
             let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
-            let response = client
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2026-07-28")
-                .header("mcp-method", "subscriptions/listen")
-                .body(LISTEN)
-                .send()
-                .await?;
+            let response = crate::listen_request(&client, &url, LISTEN).send().await?;
             let mut body = response.bytes_stream();
             let mut buffer = Vec::new();
             let mut acknowledged = false;

@@ -24,15 +24,7 @@ async fn burst(server: &Server, clients: usize) -> anyhow::Result<Vec<Duration>>
             let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
             start.wait().await;
             let began = Instant::now();
-            let response = client
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2026-07-28")
-                .header("mcp-method", "subscriptions/listen")
-                .body(LISTEN)
-                .send()
-                .await?;
+            let response = crate::listen_request(&client, &url, LISTEN).send().await?;
             anyhow::ensure!(response.status().is_success(), "status {}", response.status());
             let mut body = response.bytes_stream();
             let first = body.next().await.context("the stream ended before its acknowledgement")??;

@@ -197,6 +197,17 @@ fn server_command(program: &std::path::Path) -> Command {
     }
 }
 
+/// A `subscriptions/listen` POST of `body` with the headers the transport requires.
+fn listen_request(client: &reqwest::Client, url: &str, body: &'static str) -> reqwest::RequestBuilder {
+    client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(body)
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }

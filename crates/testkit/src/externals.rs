@@ -72,6 +72,61 @@ pub fn switchyard_binary() -> PathBuf {
     binary
 }
 
+/// `switchyard serve` as its own process, on a free loopback port, with
+/// `env` and none of the caller's `SWITCHYARD_*` variables: for what only a
+/// real process shows (signals, SIGKILL). Killed on drop if still running.
+pub struct ServerProcess {
+    child: std::process::Child,
+    base: String,
+}
+
+impl ServerProcess {
+    /// Starts it and waits until `/readyz` answers.
+    ///
+    /// # Panics
+    /// When the binary is missing or the server does not become ready in 10 s.
+    pub async fn start(env: &[(&str, &str)]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let mut command = Command::new(switchyard_binary());
+        for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("SWITCHYARD_")) {
+            command.env_remove(key);
+        }
+        let child = command
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start switchyard");
+        let process = Self { child, base: format!("http://127.0.0.1:{port}") };
+        let http = reqwest::Client::new();
+        for _ in 0..200 {
+            if http.get(format!("{}/readyz", process.base)).send().await.is_ok_and(|r| r.status().is_success()) {
+                return process;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("switchyard did not become ready at {}", process.base);
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The process, to signal, kill or wait for.
+    pub fn child(&mut self) -> &mut std::process::Child {
+        &mut self.child
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A 2025-era MCP server from the official Python SDK
 /// (`crates/testkit/python/legacy_server.py`), on a free loopback port;
 /// killed on drop. Its virtualenv is created in `target/python-mcp` from the

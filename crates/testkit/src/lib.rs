@@ -23,7 +23,9 @@ use switchyard::config::{Config, RawConfig};
 use switchyard_protocol::version::LATEST;
 use tokio_util::sync::CancellationToken;
 
-pub use externals::{AuthorizationServer, LegacyPythonServer, guest_module, python_client, switchyard_binary};
+pub use externals::{
+    AuthorizationServer, LegacyPythonServer, ServerProcess, guest_module, python_client, switchyard_binary,
+};
 pub use schema::SpecSchema;
 
 /// A running server. Dropping it shuts the server down.

@@ -119,31 +119,18 @@ async fn resources_updated_from_the_admin_api_reaches_every_replica() {
 #[tokio::test]
 async fn sigterm_drains_listen_streams_and_requests_in_flight() {
     use futures::StreamExt as _;
-    use switchyard_testkit::{Client, meta, switchyard_binary};
+    use switchyard_testkit::{Client, ServerProcess, meta};
 
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut command = std::process::Command::new(switchyard_binary());
-    for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("SWITCHYARD_")) {
-        command.env_remove(key);
-    }
-    let mut server = command
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .env("SWITCHYARD_FIXTURE", "conformance")
-        .env("SWITCHYARD_SHUTDOWN__GRACE", "3s")
-        .env("SWITCHYARD_DATABASE_URL", format!("sqlite://{}", dir.path().join("registry.db").display()))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    let database = format!("sqlite://{}", dir.path().join("registry.db").display());
+    let mut server = ServerProcess::start(&[
+        ("SWITCHYARD_FIXTURE", "conformance"),
+        ("SWITCHYARD_SHUTDOWN__GRACE", "3s"),
+        ("SWITCHYARD_DATABASE_URL", &database),
+    ])
+    .await;
+    let base = server.base_url().to_owned();
     let http = reqwest::Client::new();
-    for _ in 0..200 {
-        if http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let tasks = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
     let post_with = |method: &'static str, params: serde_json::Value, capabilities: serde_json::Value| {
         let mut params = params;
@@ -176,7 +163,8 @@ async fn sigterm_drains_listen_streams_and_requests_in_flight() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let terminated = std::time::Instant::now();
-    let status = std::process::Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    let pid = server.child().id().to_string();
+    let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(status.success());
     let frames = tokio::time::timeout(Duration::from_secs(5), stream).await.expect("the stream ended").unwrap();
     assert!(frames.contains("acknowledged"), "{frames}");
@@ -186,7 +174,7 @@ async fn sigterm_drains_listen_streams_and_requests_in_flight() {
     let answer: serde_json::Value = answer.json().await.unwrap();
     assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("finished after 1.5 s"), "{answer}");
     let exited = loop {
-        if let Some(exit) = server.try_wait().unwrap() {
+        if let Some(exit) = server.child().try_wait().unwrap() {
             break exit;
         }
         assert!(terminated.elapsed() < Duration::from_secs(8), "still running 8 s after SIGTERM");
@@ -197,7 +185,6 @@ async fn sigterm_drains_listen_streams_and_requests_in_flight() {
     assert!(http.get(format!("{base}/healthz")).send().await.is_err(), "nothing listens any more");
 
     // Another replica on the same database sees the task failed, with why.
-    let database = format!("sqlite://{}", dir.path().join("registry.db").display());
     let survivor = switchyard_testkit::App::start(&[
         ("SWITCHYARD_DATABASE_URL", &database),
         ("SWITCHYARD_FIXTURE", "conformance"),

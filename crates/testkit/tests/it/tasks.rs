@@ -5,12 +5,11 @@
 // Helpers here are test code too; clippy only knows #[test] functions as such.
 #![allow(clippy::unwrap_used)]
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use switchyard_registry::testing::FreshDatabase;
-use switchyard_testkit::{App, Client, Reply, meta, switchyard_binary};
+use switchyard_testkit::{App, Client, Reply, ServerProcess, meta};
 
 /// The client capabilities of these tests: tasks, and elicitation for the
 /// tasks that ask.
@@ -158,26 +157,9 @@ async fn a_task_of_a_killed_replica_fails_instead_of_hanging() {
         ("SWITCHYARD_FIXTURE", "conformance"),
         ("SWITCHYARD_TASKS__LEASE", "1s"),
     ];
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut doomed = Command::new(switchyard_binary());
-    for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("SWITCHYARD_")) {
-        doomed.env_remove(key);
-    }
-    let mut doomed = doomed
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .envs(env)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    let mut doomed = ServerProcess::start(&env).await;
+    let base = doomed.base_url().to_owned();
     let http = reqwest::Client::new();
-    for _ in 0..200 {
-        if http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let mut params = json!({ "name": "slow_compute", "arguments": { "seconds": 60 } });
     params["_meta"] = meta(tasks_capability());
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
@@ -187,8 +169,8 @@ async fn a_task_of_a_killed_replica_fails_instead_of_hanging() {
     }
     let created: Value = request.send().await.unwrap().json().await.unwrap();
     let id = created["result"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
-    doomed.kill().unwrap();
-    doomed.wait().unwrap();
+    doomed.child().kill().unwrap();
+    doomed.child().wait().unwrap();
 
     let survivor = App::start(&env).await;
     let client = survivor.client();
