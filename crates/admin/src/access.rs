@@ -63,24 +63,23 @@ impl Access {
         self
     }
 
-    /// An identity for `updated_by`, `Ok(None)` when an OAuth token must
-    /// decide, or the refusal.
-    fn actor(&self, peer: Option<SocketAddr>, authorization: Option<&str>) -> Result<Option<&'static str>, Problem> {
+    /// Who is asking, or the refusal.
+    fn actor(&self, peer: Option<SocketAddr>, authorization: Option<&str>) -> Result<Verdict<'_>, Problem> {
         if let Some(given) = authorization.and_then(|a| a.strip_prefix("Bearer ")).map(str::trim) {
             if let Some(expected) = &self.token_digest {
                 // Comparing digests in constant time: the time taken says nothing about the token.
                 let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
                 if expected.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0 {
-                    return Ok(Some("admin-token"));
+                    return Ok(Verdict::Known("admin-token"));
                 }
             }
-            if self.oauth.is_some() {
-                return Ok(None);
+            if let Some(oauth) = &self.oauth {
+                return Ok(Verdict::OAuth(oauth));
             }
             return Err(Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "the admin token is not valid"));
         }
         if self.allow_loopback && peer.is_some_and(|p| p.ip().is_loopback()) {
-            return Ok(Some("loopback"));
+            return Ok(Verdict::Known("loopback"));
         }
         Err(Problem::new(
             StatusCode::UNAUTHORIZED,
@@ -88,6 +87,14 @@ impl Access {
             "the admin API takes requests from loopback or with the admin token (Authorization: Bearer …)",
         ))
     }
+}
+
+/// What [`Access::actor`] found.
+enum Verdict<'a> {
+    /// An identity for `updated_by`.
+    Known(&'static str),
+    /// A bearer token that is not the admin token: OAuth decides.
+    OAuth(&'a Arc<dyn BearerCheck>),
 }
 
 /// Who made a change, as the handlers record it.
@@ -98,13 +105,10 @@ pub(crate) async fn check(State(access): State<Arc<Access>>, mut request: Reques
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
     let authorization = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let actor = match access.actor(peer, authorization) {
-        Ok(Some(actor)) => actor.to_owned(),
-        Ok(None) => match &access.oauth {
-            Some(oauth) => match oauth.admin(request.uri(), request.headers()).await {
-                Ok(principal) => format!("oauth:{principal}"),
-                Err(refusal) => return refusal,
-            },
-            None => return Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "no admin access").into_response(),
+        Ok(Verdict::Known(actor)) => actor.to_owned(),
+        Ok(Verdict::OAuth(oauth)) => match oauth.admin(request.uri(), request.headers()).await {
+            Ok(principal) => format!("oauth:{principal}"),
+            Err(refusal) => return refusal,
         },
         Err(problem) => {
             let mut response = problem.into_response();
@@ -120,17 +124,25 @@ pub(crate) async fn check(State(access): State<Arc<Access>>, mut request: Reques
 mod tests {
     use super::*;
 
+    /// The identity of an accepted request that OAuth did not have to decide.
+    fn known(verdict: Verdict<'_>) -> Option<&'static str> {
+        match verdict {
+            Verdict::Known(actor) => Some(actor),
+            Verdict::OAuth(_) => None,
+        }
+    }
+
     #[test]
     fn loopback_or_token() {
         let loopback: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let remote: SocketAddr = "10.0.0.7:5000".parse().unwrap();
         let open = Access::new(true, None);
-        assert_eq!(open.actor(Some(loopback), None).unwrap(), Some("loopback"));
+        assert_eq!(known(open.actor(Some(loopback), None).unwrap()), Some("loopback"));
         assert!(open.actor(Some(remote), None).is_err());
         assert!(open.actor(None, None).is_err());
         let guarded = Access::new(false, Some("s3cret"));
         assert!(guarded.actor(Some(loopback), None).is_err());
-        assert_eq!(guarded.actor(Some(remote), Some("Bearer s3cret")).unwrap(), Some("admin-token"));
+        assert_eq!(known(guarded.actor(Some(remote), Some("Bearer s3cret")).unwrap()), Some("admin-token"));
         assert!(guarded.actor(Some(remote), Some("Bearer wrong")).is_err());
         assert!(!format!("{guarded:?}").contains("s3cret"));
     }

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 use switchyard_core::policy::{InsufficientScope, covers};
-use switchyard_protocol::error::{INSUFFICIENT_SCOPE, INTERNAL_ERROR, INVALID_REQUEST};
+use switchyard_protocol::error::{INTERNAL_ERROR, INVALID_REQUEST};
 use switchyard_protocol::{ErrorObject, jsonrpc};
 
 use crate::error::Rejection;
@@ -75,7 +75,7 @@ impl Gate {
             self.unauthorized(&rejection)
         })?;
         if !self.required.iter().all(|scope| covers(&principal.scopes, scope)) {
-            return Err(self.forbidden(&BTreeSet::new(), "this endpoint"));
+            return Err(self.forbidden());
         }
         Ok(principal)
     }
@@ -190,11 +190,11 @@ impl Gate {
         response
     }
 
-    fn forbidden(&self, extra: &BTreeSet<String>, what: &str) -> Response {
-        let challenge = self.challenge(Some("insufficient_scope"), extra, None);
-        let scopes: BTreeSet<&String> = self.required.iter().chain(extra).collect();
-        let error = ErrorObject::new(INSUFFICIENT_SCOPE, format!("Insufficient scope for {what}"))
-            .with_data(serde_json::json!({ "requiredScopes": scopes }));
+    /// 403 for a token without the scopes every request here needs.
+    fn forbidden(&self) -> Response {
+        let challenge = self.challenge(Some("insufficient_scope"), &BTreeSet::new(), None);
+        let scopes: BTreeSet<String> = self.required.iter().cloned().collect();
+        let error = InsufficientScope { scopes: scopes.into_iter().collect() }.to_error("this endpoint");
         let mut response = with_json(StatusCode::FORBIDDEN, jsonrpc::failure(None, &error));
         if let Ok(value) = HeaderValue::from_str(&challenge) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, value);

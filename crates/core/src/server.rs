@@ -665,27 +665,22 @@ impl Server {
                 Some(_) => Err(Error::InvalidParams(format!("notifications.{key} must be a boolean"))),
             }
         };
-        let resource_uris = match notifications.get("resourceSubscriptions") {
-            None => Vec::new(),
-            Some(Value::Array(uris)) => uris
-                .iter()
-                .map(|u| u.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| Error::InvalidParams("notifications.resourceSubscriptions must be strings".into()))?,
-            Some(_) => return Err(Error::InvalidParams("notifications.resourceSubscriptions must be an array".into())),
+        let strings = |key: &str| -> Result<Vec<String>, Error> {
+            match notifications.get(key) {
+                None => Ok(Vec::new()),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|item| item.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| Error::InvalidParams(format!("notifications.{key} must be strings"))),
+                Some(_) => Err(Error::InvalidParams(format!("notifications.{key} must be an array"))),
+            }
         };
+        let resource_uris = strings("resourceSubscriptions")?;
         if notifications.contains_key("taskIds") && !ClientCapability::Tasks.is_declared_in(capabilities) {
             return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
         }
-        let requested = match notifications.get("taskIds") {
-            None => Vec::new(),
-            Some(Value::Array(ids)) => ids
-                .iter()
-                .map(|id| id.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| Error::InvalidParams("notifications.taskIds must be strings".into()))?,
-            Some(_) => return Err(Error::InvalidParams("notifications.taskIds must be an array".into())),
-        };
+        let requested = strings("taskIds")?;
         // Only the caller's own, live tasks; the acknowledgement says which.
         let mut task_ids = Vec::new();
         if let Some(tasks) = &self.tasks {
