@@ -65,16 +65,23 @@ impl Gate {
     /// The refusal response.
     pub async fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<Arc<Principal>, Response> {
         // A token in the query string is forbidden: it ends up in logs.
+        let failed = |reason| switchyard_telemetry::metrics().auth_failure(reason);
         if uri.query().is_some_and(|q| q.split('&').any(|p| p.starts_with("access_token="))) {
+            failed("token_in_url");
             return Err(self.invalid_request("access tokens go in the Authorization header, never the URL"));
         }
-        let token = bearer_token(headers).map_err(|rejection| self.unauthorized(&rejection))?;
+        let token = bearer_token(headers).map_err(|rejection| {
+            failed(rejection.reason());
+            self.unauthorized(&rejection)
+        })?;
         let principal = self.verifier.verify(token).await.map_err(|rejection| {
             // Debug, not info: a flood of bad tokens must not flood the log too.
             tracing::debug!(reason = rejection.reason(), "bearer token refused");
+            failed(rejection.reason());
             self.unauthorized(&rejection)
         })?;
         if !self.required.iter().all(|scope| covers(&principal.scopes, scope)) {
+            failed("insufficient_scope");
             return Err(self.forbidden());
         }
         Ok(principal)

@@ -80,6 +80,21 @@ pub enum Event {
 }
 
 impl Event {
+    /// The event's kind, as its wire form names it (a metric label).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ToolsListChanged { .. } => "tools_list_changed",
+            Self::PromptsListChanged { .. } => "prompts_list_changed",
+            Self::ResourcesListChanged { .. } => "resources_list_changed",
+            Self::RegistryChanged { .. } => "registry_changed",
+            Self::ResourceUpdated { .. } => "resource_updated",
+            Self::TaskStatus { .. } => "task_status",
+            Self::TaskCancelled { .. } => "task_cancelled",
+            Self::RelayedAnswer { .. } => "relayed_answer",
+            Self::BusReconnected => "bus_reconnected",
+        }
+    }
+
     /// Whether other replicas need this event. A list change is not sent:
     /// every replica derives its catalog from the registry and announces its
     /// own changes to its own streams (so a client hears one `list_changed`

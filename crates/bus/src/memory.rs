@@ -29,6 +29,7 @@ impl Default for InMemoryBus {
 
 impl NotificationBus for InMemoryBus {
     fn publish(&self, event: Event) -> BoxFuture<'_, Result<()>> {
+        switchyard_telemetry::metrics().bus_published(event.kind(), true);
         // No subscriber is not an error: nobody is listening yet.
         let _ = self.sender.send(event);
         Box::pin(async { Ok(()) })

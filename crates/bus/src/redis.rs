@@ -60,6 +60,10 @@ struct Envelope {
     v: u32,
     origin: String,
     event: serde_json::Value,
+    /// When it was published (Unix milliseconds, the sender's clock), for the
+    /// lag metric. Optional: older senders did not write it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sent_ms: Option<u64>,
 }
 
 /// A bus across replicas, through Redis pub/sub.
@@ -114,7 +118,10 @@ impl RedisBus {
                     PushKind::Message => {
                         let Some(redis::Value::BulkString(payload)) = push.data.get(1) else { continue };
                         match decode(payload) {
-                            Ok((from, event)) if from != origin => {
+                            Ok((from, event, sent_ms)) if from != origin => {
+                                // Wall clocks of two hosts: a skewed clock reads as no lag.
+                                let lag = sent_ms.map(|sent| Duration::from_millis(now_ms().saturating_sub(sent)));
+                                switchyard_telemetry::metrics().bus_received(event.kind(), lag);
                                 let _ = local.send(event);
                             }
                             Ok(_) => {} // our own, already delivered locally
@@ -160,18 +167,24 @@ impl RedisBus {
     }
 }
 
-fn encode(origin: &str, event: &Event) -> std::result::Result<String, serde_json::Error> {
-    let event = serde_json::to_value(event)?;
-    serde_json::to_string(&Envelope { v: WIRE_VERSION, origin: origin.to_owned(), event })
+fn now_ms() -> u64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn decode(payload: &[u8]) -> std::result::Result<(String, Event), String> {
+fn encode(origin: &str, event: &Event) -> std::result::Result<String, serde_json::Error> {
+    let event = serde_json::to_value(event)?;
+    serde_json::to_string(&Envelope { v: WIRE_VERSION, origin: origin.to_owned(), event, sent_ms: Some(now_ms()) })
+}
+
+/// The origin, the event, and when it was sent (if the sender said).
+fn decode(payload: &[u8]) -> std::result::Result<(String, Event, Option<u64>), String> {
     let envelope: Envelope = serde_json::from_slice(payload).map_err(|e| format!("not an envelope: {e}"))?;
     if envelope.v != WIRE_VERSION {
         return Err(format!("wire version {} (this replica speaks {WIRE_VERSION})", envelope.v));
     }
     let event = serde_json::from_value(envelope.event).map_err(|e| format!("unknown event: {e}"))?;
-    Ok((envelope.origin, event))
+    Ok((envelope.origin, event, envelope.sent_ms))
 }
 
 impl NotificationBus for RedisBus {
@@ -179,11 +192,23 @@ impl NotificationBus for RedisBus {
         let _ = self.local.send(event.clone());
         Box::pin(async move {
             if !event.crosses_replicas() {
+                switchyard_telemetry::metrics().bus_published(event.kind(), true);
                 return Ok(());
             }
+            let span = tracing::info_span!(
+                "redis",
+                otel.name = "PUBLISH",
+                otel.kind = "client",
+                db.system.name = "redis",
+                db.operation.name = "PUBLISH",
+                switchyard.bus.event = event.kind(),
+            );
             let payload = encode(&self.origin, &event).map_err(|e| Error::Transport(e.to_string()))?;
             let mut manager = self.manager.clone();
-            manager.publish::<_, _, i64>(&self.channel, payload).await.map_err(|e| Error::Transport(e.to_string()))?;
+            let sent =
+                tracing::Instrument::instrument(manager.publish::<_, _, i64>(&self.channel, payload), span).await;
+            switchyard_telemetry::metrics().bus_published(event.kind(), sent.is_ok());
+            sent.map_err(|e| Error::Transport(e.to_string()))?;
             Ok(())
         })
     }
@@ -201,8 +226,17 @@ mod tests {
     fn the_wire_form_is_versioned_and_round_trips() {
         let event = Event::ResourceUpdated { uri: "file:///a".into() };
         let payload = encode("r1", &event).unwrap();
-        assert_eq!(payload, r#"{"v":1,"origin":"r1","event":{"kind":"resource_updated","uri":"file:///a"}}"#);
-        assert_eq!(decode(payload.as_bytes()).unwrap(), ("r1".to_owned(), event));
+        let (origin, decoded, sent_ms) = decode(payload.as_bytes()).unwrap();
+        assert_eq!((origin.as_str(), &decoded), ("r1", &event));
+        let sent_ms = sent_ms.expect("the send time travels with the event");
+        assert!(now_ms().abs_diff(sent_ms) < 60_000);
+        let expected = format!(
+            r#"{{"v":1,"origin":"r1","event":{{"kind":"resource_updated","uri":"file:///a"}},"sent_ms":{sent_ms}}}"#
+        );
+        assert_eq!(payload, expected);
+        // A sender from before `sent_ms` is still understood.
+        let old = br#"{"v":1,"origin":"r0","event":{"kind":"resource_updated","uri":"file:///a"}}"#;
+        assert_eq!(decode(old).unwrap(), ("r0".to_owned(), event, None));
         assert!(decode(br#"{"v":2,"origin":"r","event":{}}"#).unwrap_err().contains("wire version 2"));
         assert!(decode(br#"{"v":1,"origin":"r","event":{"kind":"from_the_future"}}"#).is_err());
     }

@@ -20,6 +20,8 @@ use crate::legacy;
 use crate::plugin::{CallContext, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult};
 use crate::server::{Prepared, Server};
 use crate::state::Binding;
+use switchyard_telemetry::ToolOutcome;
+
 use crate::tasks::{TaskRecord, TaskStatus, TaskSupport, Tasks, Transition, millis, now_ms};
 
 /// Most completion values returned at once (the spec's cap).
@@ -73,12 +75,23 @@ impl Call<'_> {
                 return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
             }
             (TaskSupport::Optional | TaskSupport::Required, Some(tasks)) if declared_tasks => {
-                return self.call_tool_as_task(tool, tasks, arguments).await;
+                let result = self.call_tool_as_task(tool, tasks, arguments).await;
+                let outcome = match &result {
+                    Ok(result) if result.get("resultType").and_then(Value::as_str) == Some("task") => ToolOutcome::Task,
+                    other => tool_outcome(other),
+                };
+                switchyard_telemetry::metrics().tool_call(&tool.name, outcome);
+                return result;
             }
             _ => {}
         }
-        let result = self.run(&tool.plugin, name, |plugin, cx| plugin.call_tool(name, arguments.clone(), cx)).await?;
-        check_tool_result(tool, result)
+        let result = self
+            .run(&tool.plugin, name, |plugin, cx| plugin.call_tool(name, arguments.clone(), cx))
+            .await
+            .and_then(|result| check_tool_result(tool, result));
+        // The name is the catalog's: a metric label never carries client input.
+        switchyard_telemetry::metrics().tool_call(&tool.name, tool_outcome(&result));
+        result
     }
 
     /// A `tools/call` that may become a task: the call is polled once; an
@@ -265,7 +278,13 @@ impl Call<'_> {
                 notifier: self.notifier.clone(),
                 changes: Some(self.server.catalog.change_sink()),
             };
-            let mut running = call(plugin.as_ref(), cx);
+            let span = tracing::info_span!(
+                "plugin",
+                otel.name = %format_args!("plugin {}", plugin.id()),
+                otel.kind = "internal",
+                switchyard.plugin.id = plugin.id(),
+            );
+            let mut running = tracing::Instrument::instrument(call(plugin.as_ref(), cx), span);
             // Most built-in calls finish on their first poll: only a call that
             // has to wait pays for a timer (the timer wheel is shared by every
             // worker thread, so this matters on the hot path).
@@ -389,6 +408,20 @@ impl Call<'_> {
 /// Checks a tool's complete result: an object with `content`, and
 /// `structuredContent` matching the `outputSchema` unless it reports an error.
 /// An `input_required` result passes as it is.
+/// How a tool call ended, for `switchyard.tool.calls`.
+fn tool_outcome(result: &Result<Value, Error>) -> ToolOutcome {
+    match result {
+        Ok(result) if result.get("resultType").and_then(Value::as_str) == Some("input_required") => {
+            ToolOutcome::InputRequired
+        }
+        Ok(result) if result.get("isError").and_then(Value::as_bool) == Some(true) => ToolOutcome::ToolError,
+        Ok(_) => ToolOutcome::Ok,
+        Err(Error::Timeout { .. }) => ToolOutcome::Timeout,
+        Err(Error::Plugin { source: PluginError::Tool(_), .. }) => ToolOutcome::ToolError,
+        Err(_) => ToolOutcome::PluginError,
+    }
+}
+
 fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value, Error> {
     let name = &tool.name;
     let Value::Object(map) = &result else {

@@ -37,6 +37,7 @@ pub mod tasks;
 mod call;
 mod cursor;
 mod legacy;
+mod telemetry;
 mod uri_template;
 
 pub use caching::{CachePolicy, CacheScope};

@@ -155,6 +155,7 @@ impl ListenHub {
             &subscription_id,
         );
         self.inner.lock().insert(id, Listener { filter, subscription_id: subscription_id.clone(), sender });
+        switchyard_telemetry::metrics().listen_streams(1);
         ListenStream { hub: Arc::clone(&self.inner), id, subscription_id, ack: Some(ack), receiver, finished: false }
     }
 
@@ -194,6 +195,7 @@ impl HubInner {
             // Dropping the sender ends that stream; the client re-listens.
             listeners.remove(&id);
             self.dropped_slow.fetch_add(1, Ordering::Relaxed);
+            switchyard_telemetry::metrics().listen_dropped_slow();
             tracing::debug!(listener = id, "closed a listen stream that could not keep up");
         }
     }
@@ -243,6 +245,7 @@ impl ListenStream {
 impl Drop for ListenStream {
     fn drop(&mut self) {
         self.hub.lock().remove(&self.id);
+        switchyard_telemetry::metrics().listen_streams(-1);
     }
 }
 

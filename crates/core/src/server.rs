@@ -16,6 +16,7 @@ use switchyard_protocol::version::{self, Era};
 use switchyard_protocol::{ErrorObject, Method, RequestId, RequestMeta};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::caching::CachePolicy;
 use crate::call::{Call, PendingResponses};
@@ -26,7 +27,7 @@ use crate::plugin::{Caller, Notifier};
 use crate::policy::{InsufficientScope, Policy};
 use crate::state::{StateKey, StateSealer};
 use crate::tasks::{TaskRecord, TaskStatus, Tasks, Transition, now_ms};
-use crate::{cursor, legacy};
+use crate::{cursor, legacy, telemetry};
 
 /// What the data layer needs to know; composed into the binary's `Config`.
 #[derive(Debug, Clone)]
@@ -325,6 +326,22 @@ impl Server {
     /// Dropping the returned future cancels the request: the plugin's
     /// cancellation token fires.
     pub async fn execute(&self, request: Prepared, outbox: Option<mpsc::Sender<Value>>) -> Execution {
+        let method = request.method.label();
+        let span = telemetry::mcp_span(&request);
+        let started = std::time::Instant::now();
+        let execution = self.execute_in_span(request, outbox).instrument(span.clone()).await;
+        let error = match &execution {
+            Execution::Error(error) => Some(i64::from(error.code)),
+            _ => None,
+        };
+        telemetry::finish_span(&span, &execution);
+        if !matches!(execution, Execution::Listen(_)) {
+            switchyard_telemetry::metrics().mcp_request(method, error, started.elapsed());
+        }
+        execution
+    }
+
+    async fn execute_in_span(&self, request: Prepared, outbox: Option<mpsc::Sender<Value>>) -> Execution {
         let cancel = CancellationToken::new();
         let _cancel_on_drop = cancel.clone().drop_guard();
         let era = request.era;

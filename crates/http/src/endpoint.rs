@@ -45,6 +45,7 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
             .or_else(|| header(switchyard_protocol::headers::METHOD))
             .unwrap_or("-");
         if let Decision::Deny { retry_after } = limiter.check(Key { principal: &principal, target }).await {
+            switchyard_telemetry::metrics().rate_limited();
             return reply::rate_limited(retry_after);
         }
     }

@@ -24,5 +24,6 @@ pub mod limit;
 mod mirror;
 mod reply;
 mod router;
+mod trace;
 
 pub use router::{AuthLayer, Config, Health, bind, router, serve};

@@ -122,6 +122,8 @@ pub fn router(
             }
         }));
     }
+    // Outermost: the HTTP span covers the guard and the token check too.
+    mcp = mcp.route_layer(crate::trace::layer(&config.endpoint));
     let ready = health.clone();
     mcp.route("/healthz", get(|| async { "ok" })).route(
         "/readyz",

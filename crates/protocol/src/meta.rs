@@ -38,6 +38,9 @@ pub struct RequestMeta {
     pub log_level: Option<LoggingLevel>,
     /// The progress token, if any (a string or an integer).
     pub progress_token: Option<Value>,
+    /// W3C trace context of the caller's span (`traceparent`, then
+    /// `tracestate`), as sent; checked by whoever uses it. Strings only.
+    pub trace_context: Option<(String, Option<String>)>,
 }
 
 impl RequestMeta {
@@ -84,8 +87,17 @@ impl RequestMeta {
             Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
             Some(_) => return Err(missing_or_bad(PROGRESS_TOKEN, "must be a string or an integer")),
         };
-        Ok(Self { protocol_version, client_capabilities, log_level, progress_token })
+        let trace_context = trace_context(&meta);
+        Ok(Self { protocol_version, client_capabilities, log_level, progress_token, trace_context })
     }
+}
+
+/// `traceparent` and `tracestate` of a `_meta` object, when `traceparent`
+/// is a string (legacy requests carry them the same way).
+pub fn trace_context(meta: &Map<String, Value>) -> Option<(String, Option<String>)> {
+    let traceparent = meta.get(TRACEPARENT)?.as_str()?.to_owned();
+    let tracestate = meta.get(TRACESTATE).and_then(Value::as_str).map(str::to_owned);
+    Some((traceparent, tracestate))
 }
 
 fn missing_or_bad(key: &str, why: &str) -> ErrorObject {

@@ -74,6 +74,13 @@ impl Method {
     /// The wire name.
     pub fn as_str(&self) -> &str {
         match self {
+            Self::Unknown(name) => name,
+            known => known.known_name().unwrap_or_default(),
+        }
+    }
+
+    fn known_name(&self) -> Option<&'static str> {
+        Some(match self {
             Self::Discover => "server/discover",
             Self::ListTools => "tools/list",
             Self::CallTool => "tools/call",
@@ -92,8 +99,14 @@ impl Method {
             Self::SetLogLevel => "logging/setLevel",
             Self::Subscribe => "resources/subscribe",
             Self::Unsubscribe => "resources/unsubscribe",
-            Self::Unknown(name) => name,
-        }
+            Self::Unknown(_) => return None,
+        })
+    }
+
+    /// The wire name of a known method, `"other"` for any other: a bounded
+    /// vocabulary for metric labels, which must never carry client input.
+    pub fn label(&self) -> &'static str {
+        self.known_name().unwrap_or("other")
     }
 
     /// The `params` member whose value the `Mcp-Name` header must mirror, for

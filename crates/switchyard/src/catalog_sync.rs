@@ -111,6 +111,7 @@ impl CatalogSync {
         tracing::info!(registry_version = version, plugins = plugins.len(), "catalog synced with the registry");
         loaded.plugins = plugins;
         loaded.version = Some(version);
+        switchyard_telemetry::metrics().catalog_version(u64::try_from(version).unwrap_or_default());
         Ok(version)
     }
 

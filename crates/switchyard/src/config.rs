@@ -77,6 +77,33 @@ pub struct RawConfig {
     /// The Tasks extension.
     #[serde(default)]
     pub tasks: RawTasks,
+    /// Traces and metrics.
+    #[serde(default)]
+    pub telemetry: RawTelemetry,
+}
+
+/// `[telemetry]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    /// Base URL of an OTLP/HTTP collector, e.g. `http://otel-collector:4318`.
+    /// Default none: no traces or metrics leave the process.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of the exported resource. Default `switchyard`.
+    pub service_name: Option<String>,
+    /// Fraction of new traces kept, 0 to 1 (a sampled parent is followed). Default 1.
+    pub sample_ratio: Option<f64>,
+    /// How often spans are sent. Default `"5s"`.
+    pub trace_interval: Option<String>,
+    /// How often metrics are pushed over OTLP. Default `"30s"`.
+    pub metrics_interval: Option<String>,
+    /// Whether `/metrics` serves the Prometheus text format. Default true.
+    pub prometheus: Option<bool>,
+    /// A separate address for `/metrics` (e.g. `0.0.0.0:9464` in a pod, for
+    /// the scraper; not behind the Host/Origin check, which a scraper's
+    /// `Host: <pod IP>` would fail). Default none: `/metrics` on the main
+    /// address, behind the same checks as MCP.
+    pub metrics_bind: Option<String>,
 }
 
 /// `[tasks]`
@@ -358,6 +385,10 @@ pub struct Config {
     pub auth: Option<AuthConfig>,
     /// The Tasks extension.
     pub tasks: switchyard_core::tasks::TaskConfig,
+    /// Traces and metrics.
+    pub telemetry: switchyard_telemetry::Config,
+    /// Where `/metrics` is served, if not on `bind`.
+    pub metrics_bind: Option<SocketAddr>,
 }
 
 /// Authentication settings.
@@ -453,6 +484,36 @@ impl TryFrom<RawConfig> for Config {
             poll_interval: duration("tasks.poll_interval", raw.tasks.poll_interval, task_defaults.poll_interval),
             lease: duration("tasks.lease", raw.tasks.lease, task_defaults.lease),
         };
+        let telemetry_defaults = switchyard_telemetry::Config::default();
+        let telemetry = switchyard_telemetry::Config {
+            trace_interval: duration(
+                "telemetry.trace_interval",
+                raw.telemetry.trace_interval,
+                telemetry_defaults.trace_interval,
+            ),
+            metrics_interval: duration(
+                "telemetry.metrics_interval",
+                raw.telemetry.metrics_interval,
+                telemetry_defaults.metrics_interval,
+            ),
+            otlp_endpoint: raw.telemetry.otlp_endpoint.filter(|e| !e.is_empty()),
+            service_name: raw.telemetry.service_name.unwrap_or(telemetry_defaults.service_name),
+            sample_ratio: raw.telemetry.sample_ratio.unwrap_or(telemetry_defaults.sample_ratio),
+            prometheus: raw.telemetry.prometheus.unwrap_or(telemetry_defaults.prometheus),
+            ..telemetry_defaults
+        };
+        if !(0.0..=1.0).contains(&telemetry.sample_ratio) {
+            problems.push("telemetry.sample_ratio: must be between 0 and 1".into());
+        }
+        if let Some(endpoint) = &telemetry.otlp_endpoint
+            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        {
+            problems.push(format!("telemetry.otlp_endpoint: {endpoint:?} is not an http(s) URL"));
+        }
+
+        let metrics_bind = raw.telemetry.metrics_bind.as_deref().and_then(|text| {
+            text.parse::<SocketAddr>().map_err(|e| problems.push(format!("telemetry.metrics_bind: {text:?}: {e}"))).ok()
+        });
 
         let known_scheme = |url: &str| ["sqlite:", "postgres:", "postgresql:"].iter().any(|s| url.starts_with(s));
         if raw.database_url.as_deref().is_some_and(|url| !known_scheme(url)) {
@@ -557,6 +618,8 @@ impl TryFrom<RawConfig> for Config {
             ]));
         }
         Ok(Config {
+            telemetry,
+            metrics_bind,
             tasks,
             auth,
             rate_limit,

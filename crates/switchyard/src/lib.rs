@@ -49,6 +49,8 @@ pub struct Switchyard {
     registry: Registry,
     bus: Arc<dyn NotificationBus>,
     config: Config,
+    /// `/metrics`, when the binary installed telemetry.
+    prometheus: Option<switchyard_telemetry::Prometheus>,
 }
 
 impl Switchyard {
@@ -106,7 +108,41 @@ impl Switchyard {
                 Some(verifier)
             }
         };
-        Ok(Self { server, health: Health::default(), shutdown, catalog_sync, limiter, verifier, registry, bus, config })
+        Ok(Self {
+            server,
+            health: Health::default(),
+            shutdown,
+            catalog_sync,
+            limiter,
+            verifier,
+            registry,
+            bus,
+            config,
+            prometheus: None,
+        })
+    }
+
+    /// Serves `/metrics` from `prometheus` (the binary's installed telemetry).
+    #[must_use]
+    pub fn with_prometheus(mut self, prometheus: Option<switchyard_telemetry::Prometheus>) -> Self {
+        self.prometheus = prometheus;
+        self
+    }
+
+    /// `GET /metrics` in the Prometheus text format, if telemetry serves it.
+    fn metrics_router(&self) -> Option<axum::Router> {
+        let prometheus = self.prometheus.clone()?;
+        Some(axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let prometheus = prometheus.clone();
+                async move {
+                    // Collection walks every instrument: off the async threads.
+                    let text = tokio::task::spawn_blocking(move || prometheus.render()).await.unwrap_or_default();
+                    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text)
+                }
+            }),
+        ))
     }
 
     /// The HTTP application: MCP, health, the protected resource metadata
@@ -127,14 +163,31 @@ impl Switchyard {
             let scopes: switchyard_auth::metadata::ExtraScopes = Arc::new(move || server.scopes_in_use());
             mcp = mcp.merge(switchyard_auth::metadata::router(verifier.config(), scopes));
         }
+        if let (None, Some(metrics)) = (self.config.metrics_bind, self.metrics_router()) {
+            mcp = mcp.merge(self.guarded(metrics));
+        }
         match (&self.config.admin, self.admin_router()) {
             (Some(admin), Some(router)) if admin.bind.is_none() => mcp.merge(router),
             _ => mcp,
         }
     }
 
-    /// The admin API, behind the same Host/Origin checks as MCP (a browser
-    /// page must not reach it through DNS rebinding), if enabled.
+    /// `router` behind the same Host/Origin checks as MCP (a browser page
+    /// must not reach it through DNS rebinding).
+    fn guarded(&self, router: axum::Router) -> axum::Router {
+        let http = Arc::new(self.config.http.clone());
+        router.layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let refusal = switchyard_http::guard::refusal(&http, request.version(), request.headers());
+            async move {
+                match refusal {
+                    Some(refusal) => refusal,
+                    None => next.run(request).await,
+                }
+            }
+        }))
+    }
+
+    /// The admin API, behind the same Host/Origin checks as MCP, if enabled.
     pub fn admin_router(&self) -> Option<axum::Router> {
         let admin = self.config.admin.as_ref()?;
         let mut api = admin.api.clone();
@@ -149,18 +202,7 @@ impl Switchyard {
             Arc::clone(&self.bus),
             Arc::clone(&self.catalog_sync) as Arc<dyn switchyard_admin::Plugins>,
         );
-        let http = Arc::new(self.config.http.clone());
-        Some(router.layer(axum::middleware::from_fn(
-            move |request: axum::extract::Request, next: axum::middleware::Next| {
-                let refusal = switchyard_http::guard::refusal(&http, request.version(), request.headers());
-                async move {
-                    match refusal {
-                        Some(refusal) => refusal,
-                        None => next.run(request).await,
-                    }
-                }
-            },
-        )))
+        Some(self.guarded(router))
     }
 
     /// Serves HTTP on `listener` until `signal` resolves, then shuts down in
@@ -203,6 +245,19 @@ impl Switchyard {
                     switchyard_http::serve(admin_listener, router, async move { stop.cancelled().await }).await
                 {
                     tracing::error!(%error, "the admin listener failed");
+                }
+            });
+        }
+        if let (Some(bind), Some(metrics)) = (self.config.metrics_bind, self.metrics_router()) {
+            let metrics_listener =
+                switchyard_http::bind(bind, 128).with_context(|| format!("binding /metrics to {bind}"))?;
+            tracing::info!(address = %metrics_listener.local_addr()?, "serving /metrics");
+            let stop = drained.clone();
+            tokio::spawn(async move {
+                if let Err(error) =
+                    switchyard_http::serve(metrics_listener, metrics, async move { stop.cancelled().await }).await
+                {
+                    tracing::error!(%error, "the metrics listener failed");
                 }
             });
         }

@@ -76,10 +76,16 @@ fn load(file: Option<&PathBuf>, bind: Option<String>) -> Result<Config, ExitCode
     })
 }
 
-fn init_logs(filter: &str) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+/// Logs, traces and metrics for this process; `None` (and a message) if
+/// they cannot start, which is a configuration error.
+fn init_telemetry(config: &Config) -> Option<switchyard_telemetry::Telemetry> {
+    match switchyard_telemetry::init(&config.telemetry, &config.log) {
+        Ok(telemetry) => Some(telemetry),
+        Err(error) => {
+            eprintln!("switchyard: {error}");
+            None
+        }
+    }
 }
 
 #[tokio::main]
@@ -100,8 +106,8 @@ async fn main() -> ExitCode {
                 Ok(config) => config,
                 Err(code) => return code,
             };
-            init_logs(&config.log);
-            return match switchyard_registry::Registry::connect(&config.registry).await {
+            let Some(telemetry) = init_telemetry(&config) else { return ExitCode::from(EXIT_CONFIG) };
+            let outcome = match switchyard_registry::Registry::connect(&config.registry).await {
                 Ok(registry) => {
                     let version = registry.catalog_version().await.unwrap_or_default();
                     println!("migrations applied; catalog version {version}");
@@ -112,6 +118,8 @@ async fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             };
+            telemetry.shutdown();
+            return outcome;
         }
         Command::Plugin { command, config, server } => {
             let config = match load(config.as_ref(), None) {
@@ -140,19 +148,19 @@ async fn main() -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    init_logs(&config.log);
-    match run(config, stdio).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!("{error:#}");
-            ExitCode::FAILURE
-        }
+    let Some(telemetry) = init_telemetry(&config) else { return ExitCode::from(EXIT_CONFIG) };
+    let outcome = run(config, stdio, telemetry.prometheus()).await;
+    if let Err(error) = &outcome {
+        tracing::error!("{error:#}");
     }
+    // Last: what the exporters hold is sent (bounded by their timeouts).
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    if outcome.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
-async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
+async fn run(config: Config, stdio: bool, prometheus: Option<switchyard_telemetry::Prometheus>) -> anyhow::Result<()> {
     let (bind, config_backlog, authenticated) = (config.bind, config.http.listen_backlog, config.auth.is_some());
-    let app = Switchyard::build(config).await?;
+    let app = Switchyard::build(config).await?.with_prometheus(prometheus);
     if stdio {
         let shutdown = app.shutdown.clone();
         tokio::spawn({

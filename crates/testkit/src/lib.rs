@@ -12,6 +12,7 @@
 //! ```
 
 mod externals;
+mod otlp;
 mod schema;
 
 use std::time::Duration;
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 pub use externals::{
     AuthorizationServer, LegacyPythonServer, ServerProcess, guest_module, python_client, switchyard_binary,
 };
+pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use schema::SpecSchema;
 
 /// A running server. Dropping it shuts the server down.

@@ -9,6 +9,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use switchyard_protocol::{headers, meta, version};
 use tokio::sync::Mutex;
+use tracing::Instrument as _;
 
 use crate::outbound::OutboundPolicy;
 use crate::spec::{Credentials, UpstreamSpec};
@@ -230,14 +231,34 @@ impl McpClient {
         name: Option<&str>,
         extra: &[(String, String)],
     ) -> Result<Value, CallError> {
+        let span = tracing::info_span!(
+            "upstream",
+            otel.name = %format_args!("{method}{}{}", if name.is_some() { " " } else { "" }, name.unwrap_or_default()),
+            otel.kind = "client",
+            mcp.method.name = method,
+            server.address = self.spec.url.host_str().unwrap_or_default(),
+        );
+        let mut extra = extra.to_vec();
+        let mut request_meta = Map::new();
         if *era == Era::Stateless {
-            params.insert(
-                meta::META.into(),
-                json!({ meta::PROTOCOL_VERSION: version::LATEST, meta::CLIENT_CAPABILITIES: {} }),
-            );
+            request_meta.insert(meta::PROTOCOL_VERSION.into(), json!(version::LATEST));
+            request_meta.insert(meta::CLIENT_CAPABILITIES.into(), json!({}));
+        }
+        // Our span goes upstream as the parent (in `_meta`, as MCP carries it,
+        // and as W3C headers); the client's own context and token never do.
+        if let Some((traceparent, tracestate)) = span.in_scope(switchyard_telemetry::context::current) {
+            request_meta.insert(meta::TRACEPARENT.into(), json!(traceparent));
+            extra.push((meta::TRACEPARENT.into(), traceparent));
+            if let Some(tracestate) = tracestate {
+                request_meta.insert(meta::TRACESTATE.into(), json!(tracestate));
+                extra.push((meta::TRACESTATE.into(), tracestate));
+            }
+        }
+        if !request_meta.is_empty() {
+            params.insert(meta::META.into(), Value::Object(request_meta));
         }
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
-        let (response, _) = self.post(era, method, name, extra, &body).await?;
+        let (response, _) = self.post(era, method, name, &extra, &body).instrument(span).await?;
         Self::result(response)
     }
 

@@ -18,6 +18,8 @@ mod rmcp_client;
 mod stdio;
 /// The Tasks extension across replicas and faults.
 mod tasks;
+/// Traces over OTLP to a real receiver, and metrics.
+mod telemetry;
 /// Malformed, oversized and hostile input at the HTTP layer.
 mod transport;
 

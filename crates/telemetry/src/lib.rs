@@ -1,0 +1,198 @@
+//! Switchyard's telemetry: what an operator sees of a running replica.
+//!
+//! - [`init`] installs the process's `tracing` subscriber: logs to stderr, and,
+//!   when an OTLP endpoint is configured, every span exported over OTLP/HTTP
+//!   (protobuf) through `tracing-opentelemetry`. Metrics always go to an
+//!   in-process reader that [`Prometheus::render`] turns into the Prometheus
+//!   text format for `/metrics`, and to OTLP when an endpoint is configured.
+//! - [`metrics()`] holds every instrument, with typed recording methods so that
+//!   each label set is bounded by construction (tool names come from the
+//!   catalog, never from client input).
+//! - [`context`] takes trace context from W3C headers and from `traceparent` /
+//!   `tracestate` in `_meta`, and writes it into outgoing MCP requests.
+//!
+//! Exporters run on their own threads with bounded queues: a slow or absent
+//! collector drops telemetry, it never makes a request wait. Nothing a client
+//! sends as a token, an argument or a result is ever recorded.
+
+pub mod context;
+mod metrics;
+mod prometheus;
+
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+pub use metrics::{Metrics, ToolOutcome, metrics};
+pub use prometheus::Prometheus;
+
+/// Telemetry settings; composed into the binary's `Config`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Base URL of an OTLP/HTTP collector, e.g. `http://otel-collector:4318`;
+    /// traces go to `{endpoint}/v1/traces`, metrics to `{endpoint}/v1/metrics`.
+    /// `None` (the default): nothing leaves the process.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of the resource. Default `switchyard`.
+    pub service_name: String,
+    /// Fraction of new traces recorded (parent-based: a sampled caller's
+    /// decision is kept). Default 1.0.
+    pub sample_ratio: f64,
+    /// How often spans are sent in a batch. Default 5 s.
+    pub trace_interval: Duration,
+    /// How often metrics are pushed over OTLP. Default 30 s.
+    pub metrics_interval: Duration,
+    /// How long one export may take. Default 10 s.
+    pub export_timeout: Duration,
+    /// Whether `/metrics` serves the Prometheus text format. Default true.
+    pub prometheus: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            otlp_endpoint: None,
+            service_name: "switchyard".into(),
+            sample_ratio: 1.0,
+            trace_interval: Duration::from_secs(5),
+            metrics_interval: Duration::from_secs(30),
+            export_timeout: Duration::from_secs(10),
+            prometheus: true,
+        }
+    }
+}
+
+/// Why telemetry could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An OTLP exporter could not be built (a malformed endpoint, say).
+    #[error("building the OTLP exporter: {0}")]
+    Exporter(String),
+    /// A subscriber was already installed in this process.
+    #[error("a tracing subscriber is already installed")]
+    AlreadyInstalled,
+}
+
+/// The installed telemetry; [`Telemetry::shutdown`] flushes the exporters.
+pub struct Telemetry {
+    tracer_provider: Option<SdkTracerProvider>,
+    meter_provider: SdkMeterProvider,
+    prometheus: Option<Prometheus>,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry").field("exporting", &self.tracer_provider.is_some()).finish_non_exhaustive()
+    }
+}
+
+/// Installs logging (stderr, filtered by `log_filter`, an `EnvFilter`
+/// directive), tracing export and the metric instruments for this process.
+/// Call it once, before anything records a metric.
+///
+/// # Errors
+/// When an exporter cannot be built or a subscriber is already installed.
+pub fn init(config: &Config, log_filter: &str) -> Result<Telemetry, Error> {
+    let resource = Resource::builder().with_service_name(config.service_name.clone()).build();
+    let exporting = config.otlp_endpoint.as_deref().map(|e| e.trim_end_matches('/'));
+
+    let tracer_provider = exporting
+        .map(|endpoint| {
+            let exporter = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_endpoint(format!("{endpoint}/v1/traces"))
+                .with_timeout(config.export_timeout)
+                .build()
+                .map_err(|e| Error::Exporter(e.to_string()))?;
+            let batch = BatchConfigBuilder::default().with_scheduled_delay(config.trace_interval).build();
+            Ok::<_, Error>(
+                SdkTracerProvider::builder()
+                    .with_span_processor(BatchSpanProcessor::builder(exporter).with_batch_config(batch).build())
+                    .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(config.sample_ratio))))
+                    .with_resource(resource.clone())
+                    .build(),
+            )
+        })
+        .transpose()?;
+
+    let mut meters = SdkMeterProvider::builder().with_resource(resource);
+    let prometheus = config.prometheus.then(Prometheus::new);
+    if let Some(prometheus) = &prometheus {
+        meters = meters.with_reader(prometheus.reader());
+    }
+    if let Some(endpoint) = exporting {
+        let exporter = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{endpoint}/v1/metrics"))
+            .with_timeout(config.export_timeout)
+            .build()
+            .map_err(|e| Error::Exporter(e.to_string()))?;
+        meters = meters.with_reader(
+            opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
+                .with_interval(config.metrics_interval)
+                .build(),
+        );
+    }
+    let meter_provider = meters.build();
+    opentelemetry::global::set_meter_provider(meter_provider.clone());
+
+    let filter = tracing_subscriber::EnvFilter::try_new(log_filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(logs.with_filter(filter));
+    let installed = match &tracer_provider {
+        Some(provider) => {
+            let tracer = provider.tracer("switchyard");
+            // Spans are exported whatever the log filter says (logs at `warn`
+            // must not turn traces off); `otel_filter` keeps our own spans and
+            // drops the chatter of dependencies.
+            let otel = tracing_opentelemetry::layer().with_tracer(tracer).with_filter(otel_filter());
+            registry.with(otel).try_init()
+        }
+        None => registry.try_init(),
+    };
+    installed.map_err(|_| Error::AlreadyInstalled)?;
+    // Instruments are created now, from the provider just installed.
+    let _ = metrics();
+    Ok(Telemetry { tracer_provider, meter_provider, prometheus })
+}
+
+/// Spans worth exporting: ours, at info and above.
+fn otel_filter() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new()
+        .with_target("switchyard", tracing::Level::INFO)
+        .with_target("switchyard_http", tracing::Level::INFO)
+        .with_target("switchyard_core", tracing::Level::INFO)
+        .with_target("switchyard_upstream", tracing::Level::INFO)
+        .with_target("switchyard_bus", tracing::Level::INFO)
+        .with_target("switchyard_registry", tracing::Level::INFO)
+        .with_target("switchyard_plugins", tracing::Level::INFO)
+        .with_target("switchyard_wasm", tracing::Level::INFO)
+}
+
+impl Telemetry {
+    /// The Prometheus view of the metrics, unless disabled.
+    pub fn prometheus(&self) -> Option<Prometheus> {
+        self.prometheus.clone()
+    }
+
+    /// Sends what is buffered and stops the exporters; called last at
+    /// shutdown. Bounded by the exporters' timeouts.
+    pub fn shutdown(self) {
+        if let Some(provider) = self.tracer_provider
+            && let Err(error) = provider.shutdown()
+        {
+            eprintln!("switchyard: flushing traces: {error}");
+        }
+        if let Err(error) = self.meter_provider.shutdown() {
+            eprintln!("switchyard: flushing metrics: {error}");
+        }
+    }
+}
