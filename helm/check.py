@@ -1,11 +1,15 @@
 """Lints and renders the chart with the Helm SDK (helm-python-sdk, no helm
 binary), for the default values and for ci-values-all.yaml, validates every
 rendered manifest against the Kubernetes schemas (kubernetes-validate), and
-has the switchyard binary check the configuration file the chart writes.
+has the switchyard binary check the configuration file the chart writes;
+the ServiceMonitor (a CRD) is checked for what the Prometheus Operator needs,
+and the dashboard ConfigMap against dashboards/switchyard.json (whose PromQL
+the Rust test `telemetry::the_dashboard_queries_name_real_metrics` checks).
 Exits non-zero on any problem.
 
 Usage: python helm/check.py [path/to/switchyard]"""
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -40,11 +44,25 @@ for name, values in [("defaults", None), ("everything", yaml.safe_load((HERE / "
     kinds = sorted({d["kind"] for _, d in documents})
     print(f"{name}: {len(documents)} manifests: {', '.join(kinds)}")
     for path, document in documents:
+        if document["apiVersion"].startswith("monitoring.coreos.com/"):
+            # A CRD: kubernetes-validate has no schema for it; check what the
+            # Prometheus Operator needs to find the pods.
+            spec = document.get("spec", {})
+            endpoints = spec.get("endpoints", [])
+            if not spec.get("selector", {}).get("matchLabels") or not endpoints:
+                failures.append(f"{name}: {path}: a ServiceMonitor without selector or endpoints")
+            if any(e.get("port") != "metrics" or e.get("path") != "/metrics" for e in endpoints):
+                failures.append(f"{name}: {path}: a ServiceMonitor endpoint not on the metrics port's /metrics")
+            continue
         try:
             kubernetes_validate.validate(document, KUBERNETES, strict=True)
         except Exception as error:  # noqa: BLE001 - every failure is reported
             failures.append(f"{name}: {path}: {document.get('kind')}: {error}")
-        if document["kind"] == "ConfigMap" and len(sys.argv) > 1:
+        if document["kind"] == "ConfigMap" and "switchyard.json" in document["data"]:
+            dashboard = json.loads(document["data"]["switchyard.json"])
+            if dashboard != json.loads((CHART / "dashboards" / "switchyard.json").read_text()):
+                failures.append(f"{name}: {path}: the dashboard ConfigMap differs from dashboards/switchyard.json")
+        if document["kind"] == "ConfigMap" and "switchyard.toml" in document["data"] and len(sys.argv) > 1:
             with tempfile.NamedTemporaryFile("w", suffix=".toml") as config:
                 config.write(document["data"]["switchyard.toml"])
                 config.flush()

@@ -156,3 +156,166 @@ async fn a_tool_call_is_one_trace_across_two_replicas_and_the_metrics_are_export
     }
 }
 
+/// Series name → label names, from a Prometheus text scrape.
+fn parse_scrape(text: &str, into: &mut std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) {
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line}"));
+        assert!(value == "+Inf" || value.parse::<f64>().is_ok(), "not a value in {line}");
+        let (name, labels) = match series.split_once('{') {
+            Some((name, labels)) => {
+                (name, labels.strip_suffix('}').unwrap_or_else(|| panic!("unclosed labels: {line}")))
+            }
+            None => (series, ""),
+        };
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "bad name in {line}");
+        let entry = into.entry(name.to_owned()).or_default();
+        // Label values here never hold `,` or `=`.
+        for pair in labels.split(',').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or_else(|| panic!("bad label in {line}"));
+            assert!(value.starts_with('"') && value.ends_with('"'), "unquoted label value in {line}");
+            entry.insert(key.to_owned());
+        }
+    }
+}
+
+/// Metric names and label names an expression uses.
+#[derive(Default, Debug)]
+struct Uses {
+    metrics: Vec<String>,
+    labels: Vec<String>,
+}
+
+fn walk(expr: &promql_parser::parser::Expr, uses: &mut Uses) {
+    use promql_parser::parser::{Expr, LabelModifier, VectorSelector};
+    let selector = |vs: &VectorSelector, uses: &mut Uses| {
+        uses.metrics.extend(vs.name.clone());
+        let or = vs.matchers.or_matchers.iter().flatten();
+        uses.labels.extend(vs.matchers.matchers.iter().chain(or).map(|m| m.name.clone()));
+    };
+    match expr {
+        Expr::Aggregate(aggregate) => {
+            if let Some(LabelModifier::Include(labels) | LabelModifier::Exclude(labels)) = &aggregate.modifier {
+                uses.labels.extend(labels.labels.iter().cloned());
+            }
+            walk(&aggregate.expr, uses);
+            if let Some(param) = &aggregate.param {
+                walk(param, uses);
+            }
+        }
+        Expr::Unary(unary) => walk(&unary.expr, uses),
+        Expr::Binary(binary) => {
+            walk(&binary.lhs, uses);
+            walk(&binary.rhs, uses);
+        }
+        Expr::Paren(paren) => walk(&paren.expr, uses),
+        Expr::Subquery(subquery) => walk(&subquery.expr, uses),
+        Expr::VectorSelector(vs) => selector(vs, uses),
+        Expr::MatrixSelector(matrix) => selector(&matrix.vs, uses),
+        Expr::Call(call) => call.args.args.iter().for_each(|arg| walk(arg, uses)),
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
+    }
+}
+
+/// The Grafana dashboard in the Helm chart: every PromQL expression parses,
+/// and every metric and label it names is one that real servers expose
+/// (scraped from two replicas on Redis after traffic that touches each
+/// panel: tool calls, an MCP error, a rate-limit refusal, a refused token,
+/// a cross-replica event). Labels the scraper adds (namespace, pod) are allowed.
+#[tokio::test]
+async fn the_dashboard_queries_name_real_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("dashboard-{:x}:", rand::random::<u64>());
+    let (db_a, db_b) = (
+        format!("sqlite://{}", dir.path().join("a.db").display()),
+        format!("sqlite://{}", dir.path().join("b.db").display()),
+    );
+    let shared = [("SWITCHYARD_REDIS_URL", "redis://127.0.0.1:6379"), ("SWITCHYARD_REDIS_PREFIX", prefix.as_str())];
+    let mut env_a = vec![("SWITCHYARD_DATABASE_URL", db_a.as_str()), ("SWITCHYARD_RATE_LIMIT__RATE", "1/m")];
+    env_a.extend(shared);
+    let a = ServerProcess::start(&env_a).await;
+    // B checks bearer tokens (against an issuer that is never asked: the token is malformed).
+    let mut env_b = vec![
+        ("SWITCHYARD_DATABASE_URL", db_b.as_str()),
+        ("SWITCHYARD_AUTH__RESOURCE", "http://127.0.0.1/mcp"),
+        (
+            "SWITCHYARD_AUTH__ISSUERS",
+            r#"[{issuer = "http://127.0.0.1:9/issuer", jwks_uri = "http://127.0.0.1:9/jwks"}]"#,
+        ),
+    ];
+    env_b.extend(shared);
+    let b = ServerProcess::start(&env_b).await;
+
+    assert_eq!(call(a.base_url(), "echo", None, None).await["result"]["content"][0]["text"], SECRET);
+    let unknown = call(a.base_url(), "no_such_tool", None, None).await;
+    assert!(unknown["error"]["code"].is_i64(), "an MCP error: {unknown}");
+    let refused = call(a.base_url(), "echo", None, None).await;
+    assert_eq!(refused["error"]["code"], switchyard_protocol::error::RATE_LIMITED, "{refused}");
+    let http = reqwest::Client::new();
+    let unauthorized = http
+        .post(format!("{}/mcp", b.base_url()))
+        .header("authorization", "Bearer not-a-token")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), 401);
+    let published = http
+        .post(format!("{}/admin/v1/notifications/resources/updated", a.base_url()))
+        .json(&json!({ "uri": "file:///dashboard" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(published.status().is_success(), "{}", published.status());
+
+    let mut exposed = std::collections::BTreeMap::new();
+    for _ in 0..50 {
+        exposed.clear();
+        for server in [&a, &b] {
+            let text = reqwest::get(format!("{}/metrics", server.base_url())).await.unwrap().text().await.unwrap();
+            parse_scrape(&text, &mut exposed);
+        }
+        if exposed.contains_key("switchyard_bus_lag_seconds_bucket") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../helm/switchyard/dashboards/switchyard.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let scraper_labels = ["namespace", "pod", "instance", "job", "service", "container", "endpoint"];
+    let mut checked = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            // Grafana's variables, as Grafana would substitute them.
+            let query = expr.replace("$__rate_interval", "5m").replace("$namespace", ".*");
+            let parsed = promql_parser::parser::parse(&query)
+                .unwrap_or_else(|e| panic!("panel {:?}: {expr}: {e}", panel["title"]));
+            let mut uses = Uses::default();
+            walk(&parsed, &mut uses);
+            assert!(!uses.metrics.is_empty(), "{expr} names no metric");
+            let mut known_labels: std::collections::BTreeSet<String> =
+                scraper_labels.iter().map(|l| (*l).to_owned()).collect();
+            for metric in &uses.metrics {
+                let labels = exposed.get(metric).unwrap_or_else(|| {
+                    panic!(
+                        "panel {:?} queries {metric}, which no server exposes; exposed: {:?}",
+                        panel["title"],
+                        exposed.keys()
+                    )
+                });
+                known_labels.extend(labels.iter().cloned());
+            }
+            for label in &uses.labels {
+                assert!(
+                    known_labels.contains(label),
+                    "panel {:?}: label {label} is not on {:?}",
+                    panel["title"],
+                    uses.metrics
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 13, "only {checked} queries checked");
+}
