@@ -97,7 +97,11 @@ impl RedisBus {
             .set_automatic_resubscription()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_max_delay(Duration::from_secs(2));
+            .set_max_delay(Duration::from_secs(2))
+            // A command during an outage fails after a short retry instead of
+            // the default six (seven seconds holding a request); the
+            // heartbeat keeps trying to reconnect every second.
+            .set_number_of_retries(2);
         let mut manager = ConnectionManager::new_with_config(client, manager_config).await?;
         let channel = format!("{}events", config.prefix);
         manager.subscribe(&channel).await?;
@@ -194,6 +198,12 @@ impl NotificationBus for RedisBus {
             if !event.crosses_replicas() {
                 switchyard_telemetry::metrics().bus_published(event.kind(), true);
                 return Ok(());
+            }
+            if !self.is_connected() {
+                // The heartbeat saw Redis go: fail at once rather than make
+                // the request that published wait for a reconnect.
+                switchyard_telemetry::metrics().bus_published(event.kind(), false);
+                return Err(Error::Transport("Redis is unreachable".into()));
             }
             let span = tracing::info_span!(
                 "redis",

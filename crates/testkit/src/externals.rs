@@ -329,3 +329,63 @@ async fn serve_on_free_port(what: &str, command: &mut Command) -> (std::process:
     let _ = child.wait();
     panic!("{what} did not start on port {port}");
 }
+
+/// A `redis-server` of a test's own on a free loopback port, to stop and
+/// start again on the same port (a Redis outage, as replicas see it).
+pub struct RedisServer {
+    child: Option<std::process::Child>,
+    port: u16,
+}
+
+impl RedisServer {
+    /// Starts it and waits until it accepts connections.
+    ///
+    /// # Panics
+    /// When `redis-server` (Debian's `redis-server` package) cannot run.
+    pub async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let mut server = Self { child: None, port };
+        server.restart().await;
+        server
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills it (SIGKILL: connections drop without a goodbye).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port, empty, and waits until it accepts connections.
+    ///
+    /// # Panics
+    /// When it does not come up within 5 s.
+    pub async fn restart(&mut self) {
+        self.kill();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (Debian's redis-server package)");
+        self.child = Some(child);
+        for _ in 0..250 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("redis-server did not start on port {}", self.port);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -25,7 +25,7 @@ use switchyard_protocol::version::LATEST;
 use tokio_util::sync::CancellationToken;
 
 pub use externals::{
-    AuthorizationServer, LegacyPythonServer, ServerProcess, guest_module, python_client, switchyard_binary,
+    AuthorizationServer, LegacyPythonServer, RedisServer, ServerProcess, guest_module, python_client, switchyard_binary,
 };
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use schema::SpecSchema;

@@ -112,6 +112,72 @@ async fn resources_updated_from_the_admin_api_reaches_every_replica() {
     assert_eq!(other.messages.len(), 1, "only the acknowledgement: {:?}", other.messages);
 }
 
+/// A Redis outage, end to end: two replicas on a Redis of the test's own,
+/// a listen stream on replica B. Redis is killed: both replicas keep
+/// answering, B's stream stays open, and a publish on A is refused with 503
+/// within a bounded time (at once once the heartbeat has seen the outage). Redis comes back (empty) on the same port: the
+/// replicas reconnect and resubscribe by themselves, and an update
+/// published on A after that reaches the stream on B that lived through it.
+#[tokio::test]
+async fn a_redis_outage_keeps_replicas_answering_and_notifications_resume() {
+    use switchyard_testkit::RedisServer;
+
+    let mut redis = RedisServer::start().await;
+    let url = redis.url();
+    let env = [("SWITCHYARD_REDIS_URL", url.as_str()), ("SWITCHYARD_REDIS_PREFIX", "outage:")];
+    let (a, b) = (switchyard_testkit::App::start(&env).await, switchyard_testkit::App::start(&env).await);
+    let publish_url = format!("{}/notifications/resources/updated", a.admin_url());
+    let publish = move |uri: String| {
+        let url = publish_url.clone();
+        async move { reqwest::Client::new().post(url).json(&json!({ "uri": uri })).send().await.expect("admin").status() }
+    };
+    let echo = |client: switchyard_testkit::Client| async move {
+        let reply =
+            client.request("tools/call", json!({ "name": "echo", "arguments": { "text": "still here" } })).await;
+        reply.result()["content"][0]["text"].as_str().map(str::to_owned)
+    };
+    let (a_client, b_client) = (a.client(), b.client());
+    let params = json!({ "notifications": { "resourceSubscriptions": ["file:///reports/"] } });
+    let publisher = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let publisher_slot = std::sync::Arc::clone(&publisher);
+    // Borrowed, not moved: the server must outlive the closure below.
+    let redis = &mut redis;
+    let reply = b
+        .client()
+        .stream("subscriptions/listen", params, 2, Duration::from_secs(30), || async move {
+            redis.kill();
+            for client in [a_client, b_client] {
+                assert_eq!(echo(client).await.as_deref(), Some("still here"), "answered while Redis is down");
+            }
+            let asked = std::time::Instant::now();
+            let during = publish("file:///reports/during-the-outage".into()).await;
+            assert_eq!(during, 503, "a publish that cannot cross replicas is refused");
+            assert!(asked.elapsed() < Duration::from_secs(3), "refused promptly, not after {:?}", asked.elapsed());
+            // Once the heartbeat has seen the outage, at once.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let asked = std::time::Instant::now();
+            assert_eq!(publish("file:///reports/during-the-outage".into()).await, 503);
+            assert!(asked.elapsed() < Duration::from_millis(500), "refused at once, not after {:?}", asked.elapsed());
+            redis.restart().await;
+            // Reconnection takes up to a couple of seconds (backoff, heartbeat):
+            // publish until the stream on B has heard one.
+            *publisher_slot.lock().unwrap() = Some(tokio::spawn(async move {
+                for round in 0.. {
+                    let _ = publish(format!("file:///reports/after-{round}")).await;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }));
+        })
+        .await;
+    if let Some(publisher) = publisher.lock().unwrap().take() {
+        publisher.abort();
+    }
+    assert_eq!(reply.messages.len(), 2, "the stream lived through the outage: {:?}", reply.messages);
+    assert_eq!(reply.messages[1]["method"], "notifications/resources/updated");
+    let uri = reply.messages[1]["params"]["uri"].as_str().unwrap();
+    assert!(uri.starts_with("file:///reports/after-"), "published after Redis returned: {uri}");
+}
+
 /// SIGTERM to a real process: the listen stream gets its final result, a
 /// request in flight still gets its answer, a task that cannot finish within
 /// the grace period is failed with a message saying why (not left `working`),
