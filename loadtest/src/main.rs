@@ -111,6 +111,38 @@ enum Scenario {
         #[arg(long, default_value_t = 20)]
         rounds: u64,
     },
+    /// Process spawn to the first answered `tools/call`.
+    ColdStart {
+        /// The switchyard binary (build it with `cargo build --release`).
+        #[arg(long, default_value = "target/release/switchyard")]
+        switchyard: PathBuf,
+        /// How many starts.
+        #[arg(long, default_value_t = 10)]
+        starts: usize,
+    },
+    /// Resident memory of one server idle, at the peak of a `tools/call` load
+    /// (JSON and SSE answers), and after it.
+    Memory {
+        /// The switchyard binary (build it with `cargo build --release`).
+        #[arg(long, default_value = "target/release/switchyard")]
+        switchyard: PathBuf,
+        /// Requests of each answer kind.
+        #[arg(long, default_value_t = 50_000)]
+        requests: usize,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+    },
+    /// Every scenario with its default counts, as one Markdown report headed
+    /// with the date and the machine (what loadtest/README.md shows).
+    All {
+        /// The switchyard binary (build it with `cargo build --release`).
+        #[arg(long, default_value = "target/release/switchyard")]
+        switchyard: PathBuf,
+        /// The units example module.
+        #[arg(long, default_value = "target/wasm32-wasip1/wasm-guest/switchyard_example_units.wasm")]
+        wasm: PathBuf,
+    },
     /// One WASM call in process (no HTTP): the host's floor and the units example.
     WasmCall {
         /// The units example module.
@@ -142,21 +174,33 @@ fn main() -> anyhow::Result<()> {
         Scenario::PluginCall { switchyard, wasm, requests, concurrency, latency_requests } => {
             runtime.block_on(plugin_call(switchyard, wasm, requests, concurrency, latency_requests))
         }
+        Scenario::ColdStart { switchyard, starts } => runtime.block_on(cold_start(&switchyard, starts)),
+        Scenario::Memory { switchyard, requests, concurrency } => {
+            runtime.block_on(memory(&switchyard, requests, concurrency))
+        }
+        Scenario::All { switchyard, wasm } => runtime.block_on(all(switchyard, wasm)),
     }
 }
 
 /// The baseline: the least an HTTP JSON endpoint can do on this stack.
+/// It also takes OTLP exports (`/v1/traces`, `/v1/metrics`) and drops them,
+/// as a collector would that keeps up, for the traced variant of `tools-call`.
 async fn bare(bind: String) -> anyhow::Result<()> {
-    let app = axum::Router::new().route(
-        "/",
-        axum::routing::post(|body: axum::body::Bytes| async move {
-            let _ = body;
-            (
-                [("content-type", "application/json")],
-                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}"#,
-            )
-        }),
-    );
+    // An empty protobuf body is the empty (successful) export response.
+    let otlp_sink = || async { ([("content-type", "application/x-protobuf")], "") };
+    let app = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::post(|body: axum::body::Bytes| async move {
+                let _ = body;
+                (
+                    [("content-type", "application/json")],
+                    r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}"#,
+                )
+            }),
+        )
+        .route("/v1/traces", axum::routing::post(otlp_sink))
+        .route("/v1/metrics", axum::routing::post(otlp_sink));
     let listener = tokio::net::TcpListener::bind(&bind).await?;
     println!("{}", listener.local_addr()?);
     let listener = axum::serve::ListenerExt::tap_io(listener, |s| {
@@ -367,6 +411,9 @@ const BARE_HEADERS: &[(&str, &str)] = &[("content-type", "application/json")];
 /// Measured rounds per server.
 const ROUNDS: usize = 5;
 
+/// `tools/call` of `echo` with a progress token: the answer comes as SSE.
+const CALL_SSE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
 async fn tools_call(
     binary: PathBuf,
     requests: usize,
@@ -375,46 +422,179 @@ async fn tools_call(
 ) -> anyhow::Result<()> {
     let bare_server = start_bare().await?;
     let switchyard = start_switchyard(&binary).await?;
-    // Warm both (connections, allocator, caches) before measuring.
-    load(&bare_server, CALL, BARE_HEADERS, 2_000, concurrency).await?;
-    load(&switchyard, CALL, CALL_HEADERS, 2_000, concurrency).await?;
-    // Alternate the two servers over several rounds and keep each one's best
-    // round: the load generator shares this machine's cores, and the best
-    // round is the one least disturbed by it.
-    let mut bare_runs = Vec::new();
-    let mut switchyard_runs = Vec::new();
+    // A second Switchyard that records every request's spans and exports them
+    // over OTLP (to the bare server, which drops them).
+    let otlp = bare_server.url.trim_end_matches('/').to_owned();
+    let traced = start_switchyard_with(
+        &binary,
+        &[("SWITCHYARD_TELEMETRY__OTLP_ENDPOINT", &otlp), ("SWITCHYARD_TELEMETRY__TRACE_INTERVAL", "1s")],
+    )
+    .await?;
+    let variants: [(&str, &Server, &'static str, Headers); 4] = [
+        ("bare axum", &bare_server, CALL, BARE_HEADERS),
+        ("switchyard, JSON answer", &switchyard, CALL, CALL_HEADERS),
+        ("switchyard, SSE answer", &switchyard, CALL_SSE, CALL_HEADERS),
+        ("switchyard, every request traced and exported over OTLP", &traced, CALL, CALL_HEADERS),
+    ];
+    // Warm every server (connections, allocator, caches) before measuring.
+    for (_, server, body, headers) in variants {
+        load(server, body, headers, 2_000, concurrency).await?;
+    }
+    // Alternate over several rounds and keep each variant's best round: the
+    // load generator shares this machine's cores, and the best round is the
+    // one least disturbed by it.
+    let mut runs: [Vec<Run>; 4] = Default::default();
     for _ in 0..ROUNDS {
-        bare_runs.push(load(&bare_server, CALL, BARE_HEADERS, requests, concurrency).await?);
-        switchyard_runs.push(load(&switchyard, CALL, CALL_HEADERS, requests, concurrency).await?);
+        for (i, (_, server, body, headers)) in variants.iter().enumerate() {
+            runs[i].push(load(server, body, headers, requests, concurrency).await?);
+        }
     }
     let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
-    let bare_run = best(bare_runs).context("at least one round")?;
-    let switchyard_run = best(switchyard_runs).context("at least one round")?;
-    let bare_latency = load(&bare_server, CALL, BARE_HEADERS, latency_requests, 1).await?;
-    let switchyard_latency = load(&switchyard, CALL, CALL_HEADERS, latency_requests, 1).await?;
-
     let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
     println!(
         "## tools/call (echo) vs bare axum, {requests} requests at concurrency {concurrency}; latency at concurrency 1\n"
     );
-    println!("| server | req/s | req per server CPU-s | p50 ms | p99 ms | max ms |");
-    println!("|---|---|---|---|---|---|");
-    for (name, run, latency) in
-        [("bare axum", &bare_run, &bare_latency), ("switchyard", &switchyard_run, &switchyard_latency)]
-    {
+    println!("| server | req/s | req per server CPU-s | ratio to bare | p50 ms | p99 ms | max ms |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut bare_rate = None;
+    let mut json = None;
+    for (i, ((name, server, body, headers), runs)) in variants.iter().zip(runs).enumerate() {
+        let run = best(runs).context("at least one round")?;
+        let latency = load(server, body, headers, latency_requests, 1).await?;
+        let rate = run.per_cpu_second();
+        let base = *bare_rate.get_or_insert(rate);
+        if i == 1 {
+            json = Some((rate / base, latency.percentile(1.0)));
+        }
         println!(
-            "| {name} | {:.0} | {:.0} | {} | {} | {} |",
+            "| {name} | {:.0} | {rate:.0} | {:.2} | {} | {} | {} |",
             run.per_second(),
-            run.per_cpu_second(),
+            rate / base,
             ms(latency.percentile(0.5)),
             ms(latency.percentile(0.99)),
             ms(latency.percentile(1.0))
         );
     }
-    let ratio = switchyard_run.per_cpu_second() / bare_run.per_cpu_second();
-    let max = switchyard_latency.percentile(1.0);
-    println!("\nratio (switchyard / bare, per server CPU-second): {ratio:.2} (target >= 0.70)");
-    println!("slowest switchyard response at concurrency 1: {} ms (target < 40 ms)", ms(max));
+    if let Some((ratio, max)) = json {
+        println!("\nratio (switchyard JSON / bare, per server CPU-second): {ratio:.2} (target >= 0.70)");
+        println!("slowest switchyard JSON response at concurrency 1: {} ms (target < 40 ms)", ms(max));
+    }
+    Ok(())
+}
+
+/// Spawn to the first answered `tools/call`, `starts` times, each with a fresh registry.
+async fn cold_start(binary: &std::path::Path, starts: usize) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    let mut times = Vec::new();
+    for _ in 0..starts {
+        let port = free_port()?;
+        let database = std::env::temp_dir().join(format!("switchyard-cold-{}-{port}.db", std::process::id()));
+        let started = Instant::now();
+        let child = server_command(binary)
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .env("SWITCHYARD_LOG", "warn")
+            .env("SWITCHYARD_DATABASE_URL", format!("sqlite://{}", database.display()))
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let server = Server { child, url: format!("http://127.0.0.1:{port}/mcp"), database: Some(database) };
+        let answered = loop {
+            let mut request = client.post(&server.url).body(CALL);
+            for (k, v) in CALL_HEADERS {
+                request = request.header(*k, *v);
+            }
+            if request.send().await.is_ok_and(|r| r.status().is_success()) {
+                break started.elapsed();
+            }
+            anyhow::ensure!(started.elapsed() < Duration::from_secs(30), "no answer within 30 s");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        times.push(answered);
+    }
+    times.sort();
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
+    println!(
+        "## Cold start: process spawn to the first answered tools/call ({starts} starts, fresh SQLite registry)\n"
+    );
+    println!("| fastest | median | slowest |");
+    println!("|---|---|---|");
+    println!("| {} ms | {} ms | {} ms |", ms(times[0]), ms(times[times.len() / 2]), ms(times[times.len() - 1]));
+    Ok(())
+}
+
+/// A value in kB from `/proc/<pid>/status` (`VmRSS`, `VmHWM`).
+fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with(field)).with_context(|| format!("{field} in status"))?;
+    Ok(line.split_whitespace().nth(1).context("a value")?.parse()?)
+}
+
+/// Resident memory idle, at the peak of a `tools/call` load, and after it.
+async fn memory(binary: &std::path::Path, requests: usize, concurrency: usize) -> anyhow::Result<()> {
+    let server = start_switchyard(binary).await?;
+    // `taskset` execs the server, so the pid is the server's either way.
+    let pid = server.child.id();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = status_kib(pid, "VmRSS")?;
+    load(&server, CALL, CALL_HEADERS, requests, concurrency).await?;
+    load(&server, CALL_SSE, CALL_HEADERS, requests, concurrency).await?;
+    let peak = status_kib(pid, "VmHWM")?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = status_kib(pid, "VmRSS")?;
+    let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
+    println!(
+        "## Memory: resident set idle, at peak and after {requests} JSON + {requests} SSE tools/call at concurrency {concurrency}\n"
+    );
+    println!("| idle | peak under load | after the load |");
+    println!("|---|---|---|");
+    println!("| {} | {} | {} |", mib(idle), mib(peak), mib(after));
+    Ok(())
+}
+
+/// The machine, for the report's heading.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    // All the machine's cores, not the ones this (pinned) process may use.
+    let cores = std::fs::read_to_string("/proc/cpuinfo")
+        .map_or(0, |info| info.lines().filter(|l| l.starts_with("processor")).count());
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
+        .map_or_else(|| "?".into(), |kib| format!("{} GiB", kib / 1024 / 1024));
+    format!("{cores} cores of {cpu}, {memory}")
+}
+
+/// Every scenario in turn, as one Markdown report headed with the date and
+/// machine. Scenarios whose inputs are missing (the WASM example, Redis, the
+/// authorization server's packages) are reported as skipped, with why.
+async fn all(binary: PathBuf, wasm: PathBuf) -> anyhow::Result<()> {
+    let date = String::from_utf8(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]).output()?.stdout)?;
+    let pinned = std::env::var("SERVER_CPUS")
+        .map_or_else(|_| "servers not pinned".to_owned(), |c| format!("servers on CPU {c}"));
+    println!("# Switchyard load tests, {}, {} ({pinned})\n", date.trim(), machine());
+    let scenarios: Vec<(&str, futures::future::BoxFuture<'_, anyhow::Result<()>>)> = vec![
+        ("tools-call", Box::pin(tools_call(binary.clone(), 50_000, 16, 2_000))),
+        ("auth-call", Box::pin(auth_call::auth_call(&binary, 10_000, 16))),
+        ("plugin-call", Box::pin(plugin_call(binary.clone(), wasm.clone(), 20_000, 16, 2_000))),
+        ("wasm-call", Box::pin(wasm_call::wasm_call(&wasm, 3_000))),
+        ("fanout", Box::pin(fanout::fanout(&binary, 1_000, 20))),
+        ("listen-burst", Box::pin(listen_burst::listen_burst(&binary, 2_000))),
+        ("cold-start", Box::pin(cold_start(&binary, 10))),
+        ("memory", Box::pin(memory(&binary, 50_000, 16))),
+    ];
+    for (name, scenario) in scenarios {
+        if let Err(error) = scenario.await {
+            println!("## {name}: skipped\n\n{error:#}");
+        }
+        println!();
+    }
     Ok(())
 }
 

@@ -236,30 +236,10 @@ impl Switchyard {
         if let (Some(admin), Some(router)) = (&self.config.admin, self.admin_router())
             && let Some(bind) = admin.bind
         {
-            let admin_listener = switchyard_http::bind(bind, self.config.http.listen_backlog)
-                .with_context(|| format!("binding the admin API to {bind}"))?;
-            tracing::info!(address = %admin_listener.local_addr()?, "serving the admin API");
-            let stop = drained.clone();
-            tokio::spawn(async move {
-                if let Err(error) =
-                    switchyard_http::serve(admin_listener, router, async move { stop.cancelled().await }).await
-                {
-                    tracing::error!(%error, "the admin listener failed");
-                }
-            });
+            serve_beside("the admin API", bind, self.config.http.listen_backlog, router, drained.clone())?;
         }
         if let (Some(bind), Some(metrics)) = (self.config.metrics_bind, self.metrics_router()) {
-            let metrics_listener =
-                switchyard_http::bind(bind, 128).with_context(|| format!("binding /metrics to {bind}"))?;
-            tracing::info!(address = %metrics_listener.local_addr()?, "serving /metrics");
-            let stop = drained.clone();
-            tokio::spawn(async move {
-                if let Err(error) =
-                    switchyard_http::serve(metrics_listener, metrics, async move { stop.cancelled().await }).await
-                {
-                    tracing::error!(%error, "the metrics listener failed");
-                }
-            });
+            serve_beside("/metrics", bind, 128, metrics, drained.clone())?;
         }
         let grace = self.config.shutdown_grace;
         let wait_for_drain = drained.clone();
@@ -277,6 +257,24 @@ impl Switchyard {
         self.server.end_tasks(grace.saturating_sub(spent)).await;
         Ok(())
     }
+}
+
+/// Serves `router` (`what`, for the logs) on its own address until `stop`.
+fn serve_beside(
+    what: &'static str,
+    bind: std::net::SocketAddr,
+    backlog: u32,
+    router: axum::Router,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = switchyard_http::bind(bind, backlog).with_context(|| format!("binding {what} to {bind}"))?;
+    tracing::info!(address = %listener.local_addr()?, "serving {what}");
+    tokio::spawn(async move {
+        if let Err(error) = switchyard_http::serve(listener, router, async move { stop.cancelled().await }).await {
+            tracing::error!(%error, "the listener of {what} failed");
+        }
+    });
+    Ok(())
 }
 
 /// OAuth access to the admin API: a valid token holding the admin scope.

@@ -234,7 +234,11 @@ async fn the_dashboard_queries_name_real_metrics() {
     env_a.extend(shared);
     let a = ServerProcess::start(&env_a).await;
     // B checks bearer tokens (against an issuer that is never asked: the token is malformed).
+    // B serves /metrics on its own port, as the Helm chart configures it.
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let metrics_bind = format!("127.0.0.1:{metrics_port}");
     let mut env_b = vec![
+        ("SWITCHYARD_TELEMETRY__METRICS_BIND", metrics_bind.as_str()),
         ("SWITCHYARD_DATABASE_URL", db_b.as_str()),
         ("SWITCHYARD_AUTH__RESOURCE", "http://127.0.0.1/mcp"),
         (
@@ -267,13 +271,23 @@ async fn the_dashboard_queries_name_real_metrics() {
         .unwrap();
     assert!(published.status().is_success(), "{}", published.status());
 
+    // A scraper names the pod's address in Host: the metrics port takes it;
+    // the MCP port's Host check would not (and B's MCP port has no /metrics).
+    let scrape = |url: String| {
+        let http = http.clone();
+        async move { http.get(url).header("host", "10.1.2.3:9464").send().await.unwrap() }
+    };
+    assert_eq!(scrape(format!("{}/metrics", a.base_url())).await.status(), 403);
+    assert_eq!(reqwest::get(format!("{}/metrics", b.base_url())).await.unwrap().status(), 404);
     let mut exposed = std::collections::BTreeMap::new();
     for _ in 0..50 {
         exposed.clear();
-        for server in [&a, &b] {
-            let text = reqwest::get(format!("{}/metrics", server.base_url())).await.unwrap().text().await.unwrap();
+        for url in [format!("{}/metrics", a.base_url()), format!("http://{metrics_bind}/metrics")] {
+            let text = reqwest::get(url).await.unwrap().text().await.unwrap();
             parse_scrape(&text, &mut exposed);
         }
+        let foreign_host = scrape(format!("http://{metrics_bind}/metrics")).await;
+        assert_eq!(foreign_host.status(), 200, "the metrics port takes any Host");
         if exposed.contains_key("switchyard_bus_lag_seconds_bucket") {
             break;
         }
