@@ -111,6 +111,19 @@ enum Scenario {
         #[arg(long, default_value_t = 20)]
         rounds: u64,
     },
+    /// Two replicas on one Redis against one, the load spread round robin:
+    /// throughput and CPU per request. Needs Redis (`REDIS_URL`).
+    Replicas {
+        /// The switchyard binary (build it with `cargo build --release`).
+        #[arg(long, default_value = "target/release/switchyard")]
+        switchyard: PathBuf,
+        /// Requests per run.
+        #[arg(long, default_value_t = 50_000)]
+        requests: usize,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+    },
     /// Process spawn to the first answered `tools/call`.
     ColdStart {
         /// The switchyard binary (build it with `cargo build --release`).
@@ -173,6 +186,9 @@ fn main() -> anyhow::Result<()> {
         Scenario::WasmCall { wasm, calls } => runtime.block_on(wasm_call::wasm_call(&wasm, calls)),
         Scenario::PluginCall { switchyard, wasm, requests, concurrency, latency_requests } => {
             runtime.block_on(plugin_call(switchyard, wasm, requests, concurrency, latency_requests))
+        }
+        Scenario::Replicas { switchyard, requests, concurrency } => {
+            runtime.block_on(replicas(&switchyard, requests, concurrency))
         }
         Scenario::ColdStart { switchyard, starts } => runtime.block_on(cold_start(&switchyard, starts)),
         Scenario::Memory { switchyard, requests, concurrency } => {
@@ -343,7 +359,7 @@ async fn load(
     requests: usize,
     concurrency: usize,
 ) -> anyhow::Result<Run> {
-    load_with_tokens(server, body, headers, requests, concurrency, Arc::new(Vec::new())).await
+    load_spread(&[server], body, headers, requests, concurrency, Arc::new(Vec::new())).await
 }
 
 /// [`load`] with bearer tokens: none when `tokens` is empty, else request
@@ -356,13 +372,30 @@ async fn load_with_tokens(
     concurrency: usize,
     tokens: Arc<Vec<String>>,
 ) -> anyhow::Result<Run> {
+    load_spread(&[server], body, headers, requests, concurrency, tokens).await
+}
+
+/// The load itself: `requests` requests over `concurrency` connections,
+/// request `n` going to `servers[n % len]` (round robin, as a plain load
+/// balancer) with `tokens[n % len]` if any. Server CPU is the sum over
+/// `servers`.
+async fn load_spread(
+    servers: &[&Server],
+    body: &'static str,
+    headers: &'static [(&'static str, &'static str)],
+    requests: usize,
+    concurrency: usize,
+    tokens: Arc<Vec<String>>,
+) -> anyhow::Result<Run> {
     let client = reqwest::Client::builder().tcp_nodelay(true).pool_max_idle_per_host(concurrency).build()?;
-    let pid = server.child.id();
+    let pids: Vec<u32> = servers.iter().map(|s| s.child.id()).collect();
+    let cpu = || pids.iter().map(|pid| cpu_time(*pid)).sum::<anyhow::Result<Duration>>();
+    let urls: Arc<Vec<String>> = Arc::new(servers.iter().map(|s| s.url.clone()).collect());
     let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(requests));
-    let cpu_before = cpu_time(pid)?;
+    let cpu_before = cpu()?;
     let started = Instant::now();
     let workers = (0..concurrency).map(|_| {
-        let (client, url, remaining) = (client.clone(), server.url.clone(), Arc::clone(&remaining));
+        let (client, urls, remaining) = (client.clone(), Arc::clone(&urls), Arc::clone(&remaining));
         let tokens = Arc::clone(&tokens);
         tokio::spawn(async move {
             let mut latencies = Vec::new();
@@ -371,7 +404,7 @@ async fn load_with_tokens(
                     n.checked_sub(1)
                 })
             {
-                let mut request = client.post(&url).body(body);
+                let mut request = client.post(&urls[n % urls.len()]).body(body);
                 if !tokens.is_empty() {
                     request = request.bearer_auth(&tokens[n % tokens.len()]);
                 }
@@ -393,7 +426,7 @@ async fn load_with_tokens(
         latencies.extend(worker??);
     }
     let wall = started.elapsed();
-    let cpu = cpu_time(pid)? - cpu_before;
+    let cpu = cpu()? - cpu_before;
     Ok(Run { requests, wall, cpu, latencies })
 }
 
@@ -478,6 +511,48 @@ async fn tools_call(
     if let Some((ratio, max)) = json {
         println!("\nratio (switchyard JSON / bare, per server CPU-second): {ratio:.2} (target >= 0.70)");
         println!("slowest switchyard JSON response at concurrency 1: {} ms (target < 40 ms)", ms(max));
+    }
+    Ok(())
+}
+
+/// One replica against two sharing Redis, the load spread round robin as a
+/// plain load balancer would: requests per second and per server CPU-second
+/// (summed over the replicas). Where the replicas share the generator's
+/// cores, wall throughput cannot double; what scaling out may not do is cost
+/// more CPU per request.
+async fn replicas(binary: &std::path::Path, requests: usize, concurrency: usize) -> anyhow::Result<()> {
+    let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("loadtest-replicas-{}:", std::process::id());
+    let env = [("SWITCHYARD_REDIS_URL", redis.as_str()), ("SWITCHYARD_REDIS_PREFIX", prefix.as_str())];
+    let (a, b) = (start_switchyard_with(binary, &env).await?, start_switchyard_with(binary, &env).await?);
+    let layouts: [(&str, Vec<&Server>); 2] = [("one replica", vec![&a]), ("two replicas, round robin", vec![&a, &b])];
+    for (_, servers) in &layouts {
+        load_spread(servers, CALL, CALL_HEADERS, 2_000, concurrency, Arc::new(Vec::new())).await?;
+    }
+    let mut runs: [Vec<Run>; 2] = Default::default();
+    for _ in 0..ROUNDS {
+        for (i, (_, servers)) in layouts.iter().enumerate() {
+            runs[i].push(load_spread(servers, CALL, CALL_HEADERS, requests, concurrency, Arc::new(Vec::new())).await?);
+        }
+    }
+    let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_second().total_cmp(&b.per_second()));
+    let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
+    println!("## Two replicas against one (Redis bus), {requests} tools/call at concurrency {concurrency}\n");
+    println!("| layout | req/s | ratio | req per server CPU-s | ratio | p50 ms | p99 ms |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut base = None;
+    for ((name, _), runs) in layouts.iter().zip(runs) {
+        let run = best(runs).context("at least one round")?;
+        let (wall, cpu) = *base.get_or_insert((run.per_second(), run.per_cpu_second()));
+        println!(
+            "| {name} | {:.0} | {:.2} | {:.0} | {:.2} | {} | {} |",
+            run.per_second(),
+            run.per_second() / wall,
+            run.per_cpu_second(),
+            run.per_cpu_second() / cpu,
+            ms(run.percentile(0.5)),
+            ms(run.percentile(0.99))
+        );
     }
     Ok(())
 }
@@ -586,6 +661,7 @@ async fn all(binary: PathBuf, wasm: PathBuf) -> anyhow::Result<()> {
         ("wasm-call", Box::pin(wasm_call::wasm_call(&wasm, 3_000))),
         ("fanout", Box::pin(fanout::fanout(&binary, 1_000, 20))),
         ("listen-burst", Box::pin(listen_burst::listen_burst(&binary, 2_000))),
+        ("replicas", Box::pin(replicas(&binary, 50_000, 16))),
         ("cold-start", Box::pin(cold_start(&binary, 10))),
         ("memory", Box::pin(memory(&binary, 50_000, 16))),
     ];
