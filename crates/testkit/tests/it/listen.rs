@@ -178,8 +178,8 @@ async fn a_redis_outage_keeps_replicas_answering_and_notifications_resume() {
     assert!(uri.starts_with("file:///reports/after-"), "published after Redis returned: {uri}");
 }
 
-/// SIGTERM to a real process: the listen stream gets its final result, a
-/// request in flight still gets its answer, a task that cannot finish within
+/// SIGTERM to a real process: readiness goes false, the listen stream gets
+/// its final result, a request in flight still gets its answer, a task that cannot finish within
 /// the grace period is failed with a message saying why (not left `working`),
 /// and the process exits cleanly.
 #[tokio::test]
@@ -232,6 +232,10 @@ async fn sigterm_drains_listen_streams_and_requests_in_flight() {
     let pid = server.child().id().to_string();
     let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(status.success());
+    // Readiness goes false at once: a new probe is refused, or answered 503.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let probe = http.get(format!("{base}/readyz")).send().await;
+    assert!(probe.as_ref().map_or(true, |r| r.status() == 503), "still ready while draining: {probe:?}");
     let frames = tokio::time::timeout(Duration::from_secs(5), stream).await.expect("the stream ended").unwrap();
     assert!(frames.contains("acknowledged"), "{frames}");
     assert!(frames.contains(r#""id":7"#) && frames.contains(r#""resultType":"complete""#), "final result: {frames}");
