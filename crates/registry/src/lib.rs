@@ -113,6 +113,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[derive(Debug, Clone)]
 pub struct Registry {
     pool: AnyPool,
+    /// `db.system.name` of the spans: `sqlite` or `postgresql`.
+    system: &'static str,
 }
 
 // The statements are constants: no SQL is ever built from input.
@@ -144,7 +146,8 @@ impl Registry {
             .await
             .map_err(Error::Database)?;
         migrations::migrator().run(&pool).await.map_err(Error::Migration)?;
-        Ok(Self { pool })
+        let system = if url.starts_with("sqlite:") { "sqlite" } else { "postgresql" };
+        Ok(Self { pool, system })
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {
@@ -167,6 +170,7 @@ impl Registry {
     ///
     /// # Errors
     /// `NamespaceTaken`, `Invalid`, or a database failure.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "INSERT plugins", otel.kind = "client", db.system.name = self.system, db.operation.name = "INSERT", db.collection.name = "plugins"))]
     pub async fn create(&self, new: NewPlugin, actor: &str) -> Result<PluginRecord> {
         new.validate()?;
         let now = now_ms();
@@ -231,6 +235,7 @@ impl Registry {
     ///
     /// # Errors
     /// `NotFound`, `Conflict`, `Invalid`, or a database failure.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "UPDATE plugins", otel.kind = "client", db.system.name = self.system, db.operation.name = "UPDATE", db.collection.name = "plugins"))]
     pub async fn update_spec(
         &self,
         id: &str,
@@ -246,6 +251,7 @@ impl Registry {
     ///
     /// # Errors
     /// `NotFound`, `Conflict`, `Invalid`, or a database failure.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "UPDATE plugins", otel.kind = "client", db.system.name = self.system, db.operation.name = "UPDATE", db.collection.name = "plugins"))]
     pub async fn set_scopes(
         &self,
         id: &str,
@@ -261,6 +267,7 @@ impl Registry {
     ///
     /// # Errors
     /// `NotFound`, `Conflict`, or a database failure.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "UPDATE plugins", otel.kind = "client", db.system.name = self.system, db.operation.name = "UPDATE", db.collection.name = "plugins"))]
     pub async fn set_enabled(
         &self,
         id: &str,
@@ -275,6 +282,7 @@ impl Registry {
     ///
     /// # Errors
     /// `NotFound`, `Conflict`, or a database failure.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "DELETE plugins", otel.kind = "client", db.system.name = self.system, db.operation.name = "DELETE", db.collection.name = "plugins"))]
     pub async fn delete(&self, id: &str, expected_version: i64) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(Error::Database)?;
         let done = sqlx::query("DELETE FROM plugins WHERE id = $1 AND version = $2")
@@ -296,6 +304,7 @@ impl Registry {
     ///
     /// # Errors
     /// When the database fails.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "INSERT artifacts", otel.kind = "client", db.system.name = self.system, db.operation.name = "INSERT", db.collection.name = "artifacts"))]
     pub async fn put_artifact(&self, bytes: &[u8]) -> Result<String> {
         let digest = sha256_hex(bytes);
         sqlx::query(

@@ -62,6 +62,7 @@ impl Registry {
     ///
     /// # Errors
     /// When the database fails.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "INSERT tasks", otel.kind = "client", db.system.name = self.system, db.operation.name = "INSERT", db.collection.name = "tasks"))]
     pub async fn create_task(&self, task: &TaskRow) -> Result<()> {
         sqlx::query(INSERT)
             .bind(&task.id)
@@ -87,6 +88,7 @@ impl Registry {
     ///
     /// # Errors
     /// When the database fails.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "SELECT tasks", otel.kind = "client", db.system.name = self.system, db.operation.name = "SELECT", db.collection.name = "tasks"))]
     pub async fn task(&self, id: &str) -> Result<Option<TaskRow>> {
         let row = sqlx::query(SELECT).bind(id).fetch_optional(self.pool()).await.map_err(Error::Database)?;
         row.map(|row| task_from_row(&row)).transpose()
@@ -96,6 +98,7 @@ impl Registry {
     ///
     /// # Errors
     /// When the database fails.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "UPDATE tasks", otel.kind = "client", db.system.name = self.system, db.operation.name = "UPDATE", db.collection.name = "tasks"))]
     pub async fn transition_task(
         &self,
         id: &str,
@@ -123,6 +126,7 @@ impl Registry {
     ///
     /// # Errors
     /// When the database fails.
+    #[tracing::instrument(name = "registry", skip_all, fields(otel.name = "UPDATE tasks", otel.kind = "client", db.system.name = self.system, db.operation.name = "UPDATE", db.collection.name = "tasks"))]
     pub async fn change_task_input(
         &self,
         id: &str,

@@ -150,6 +150,10 @@ async fn a_tool_call_is_one_trace_across_two_replicas_and_the_metrics_are_export
     let mcp_b = find(&spans, "MCP span of request 2", |s| s.name == "tools/call echo" && s.trace_id == trace_b);
     assert_eq!(mcp_b.parent_span_id, http_b.span_id, "{mcp_b:#?}");
 
+    // Database work: the registration through the admin API wrote the registry.
+    let insert = find(&spans, "registry INSERT span", |s| s.service == "front" && s.name == "INSERT plugins");
+    assert_eq!((insert.kind, insert.attribute("db.system.name")), (CLIENT, Some("sqlite")), "{insert:#?}");
+
     let metrics = receiver.metric_names();
     for name in ["http.server.request.duration", "mcp.server.operation.duration", "switchyard.tool.calls"] {
         assert!(metrics.iter().any(|m| m == name), "{name} not exported over OTLP: {metrics:?}");
