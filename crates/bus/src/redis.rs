@@ -37,9 +37,13 @@ const WIRE_VERSION: u32 = 1;
 #[derive(Clone)]
 pub struct RedisConfig {
     /// `redis://[:password@]host:port[/db]` (or `rediss://`). RESP3 is always used.
+    /// In cluster mode, seed nodes separated by commas.
     pub url: String,
     /// Prefix of the channel name, so several deployments can share a Redis. Default `switchyard:`.
     pub prefix: String,
+    /// A Redis Cluster: `url` lists seed nodes; the cluster client follows
+    /// the topology, and a publish on any node reaches subscribers on all.
+    pub cluster: bool,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -51,7 +55,11 @@ impl std::fmt::Debug for RedisConfig {
             }
             None => self.url.clone(),
         };
-        f.debug_struct("RedisConfig").field("url", &url).field("prefix", &self.prefix).finish()
+        f.debug_struct("RedisConfig")
+            .field("url", &url)
+            .field("prefix", &self.prefix)
+            .field("cluster", &self.cluster)
+            .finish()
     }
 }
 
@@ -66,10 +74,75 @@ struct Envelope {
     sent_ms: Option<u64>,
 }
 
+/// The connection: one server through the connection manager, or a cluster.
+/// Both reconnect and resubscribe by themselves.
+#[derive(Clone)]
+enum Link {
+    Single(ConnectionManager),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl Link {
+    async fn publish(&mut self, channel: &str, payload: String) -> redis::RedisResult<i64> {
+        match self {
+            Self::Single(manager) => manager.publish(channel, payload).await,
+            Self::Cluster(cluster) => cluster.publish(channel, payload).await,
+        }
+    }
+
+    async fn ping(&mut self) -> redis::RedisResult<String> {
+        match self {
+            Self::Single(manager) => redis::cmd("PING").query_async(manager).await,
+            Self::Cluster(cluster) => redis::cmd("PING").query_async(cluster).await,
+        }
+    }
+
+    /// Connects with RESP3, pushes going to `pushes`, and subscribes to `channel`.
+    async fn connect(
+        config: &RedisConfig,
+        channel: &str,
+        pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> redis::RedisResult<Self> {
+        if config.cluster {
+            let nodes = config
+                .url
+                .split(',')
+                .map(|node| redis::IntoConnectionInfo::into_connection_info(node.trim()))
+                .collect::<redis::RedisResult<Vec<_>>>()?;
+            let client = redis::cluster::ClusterClientBuilder::new(nodes)
+                .use_protocol(ProtocolVersion::RESP3)
+                .push_sender(pushes)
+                .connection_timeout(Duration::from_secs(2))
+                .response_timeout(Duration::from_secs(2))
+                .retries(2)
+                .build()?;
+            let mut cluster = client.get_async_connection().await?;
+            cluster.subscribe(channel).await?;
+            return Ok(Self::Cluster(cluster));
+        }
+        let info = redis::IntoConnectionInfo::into_connection_info(config.url.as_str())?;
+        let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
+        let client = redis::Client::open(info.set_redis_settings(settings))?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_push_sender(pushes)
+            .set_automatic_resubscription()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_max_delay(Duration::from_secs(2))
+            // A command during an outage fails after a short retry instead of
+            // the default six (seven seconds holding a request); the
+            // heartbeat keeps trying to reconnect every second.
+            .set_number_of_retries(2);
+        let mut manager = ConnectionManager::new_with_config(client, manager_config).await?;
+        manager.subscribe(channel).await?;
+        Ok(Self::Single(manager))
+    }
+}
+
 /// A bus across replicas, through Redis pub/sub.
 pub struct RedisBus {
     local: broadcast::Sender<Event>,
-    manager: ConnectionManager,
+    link: Link,
     channel: String,
     origin: String,
     connected: Arc<AtomicBool>,
@@ -88,26 +161,12 @@ impl RedisBus {
     /// # Errors
     /// When the URL is invalid or Redis does not answer.
     pub async fn connect(config: &RedisConfig) -> std::result::Result<Arc<Self>, redis::RedisError> {
-        let info = redis::IntoConnectionInfo::into_connection_info(config.url.as_str())?;
-        let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
-        let client = redis::Client::open(info.set_redis_settings(settings))?;
         let (pushes, mut incoming) = tokio::sync::mpsc::unbounded_channel();
-        let manager_config = ConnectionManagerConfig::new()
-            .set_push_sender(pushes)
-            .set_automatic_resubscription()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_max_delay(Duration::from_secs(2))
-            // A command during an outage fails after a short retry instead of
-            // the default six (seven seconds holding a request); the
-            // heartbeat keeps trying to reconnect every second.
-            .set_number_of_retries(2);
-        let mut manager = ConnectionManager::new_with_config(client, manager_config).await?;
         let channel = format!("{}events", config.prefix);
-        manager.subscribe(&channel).await?;
+        let link = Link::connect(config, &channel, pushes).await?;
         let bus = Arc::new(Self {
             local: broadcast::channel(CAPACITY).0,
-            manager,
+            link,
             channel,
             origin: format!("{:016x}", rand::random::<u64>()),
             connected: Arc::new(AtomicBool::new(true)),
@@ -153,11 +212,9 @@ impl RedisBus {
             loop {
                 timer.tick().await;
                 let Some(bus) = weak.upgrade() else { return };
-                let mut manager = bus.manager.clone();
+                let mut link = bus.link.clone();
                 drop(bus);
-                if redis::cmd("PING").query_async::<String>(&mut manager).await.is_err()
-                    && connected.swap(false, Ordering::SeqCst)
-                {
+                if link.ping().await.is_err() && connected.swap(false, Ordering::SeqCst) {
                     tracing::warn!("Redis does not answer; notifications from other replicas pause until it returns");
                 }
             }
@@ -214,9 +271,8 @@ impl NotificationBus for RedisBus {
                 switchyard.bus.event = event.kind(),
             );
             let payload = encode(&self.origin, &event).map_err(|e| Error::Transport(e.to_string()))?;
-            let mut manager = self.manager.clone();
-            let sent =
-                tracing::Instrument::instrument(manager.publish::<_, _, i64>(&self.channel, payload), span).await;
+            let mut link = self.link.clone();
+            let sent = tracing::Instrument::instrument(link.publish(&self.channel, payload), span).await;
             switchyard_telemetry::metrics().bus_published(event.kind(), sent.is_ok());
             sent.map_err(|e| Error::Transport(e.to_string()))?;
             Ok(())
@@ -253,7 +309,7 @@ mod tests {
 
     #[test]
     fn debug_hides_the_password() {
-        let config = RedisConfig { url: "redis://:hunter2@cache:6379/0".into(), prefix: "s:".into() };
+        let config = RedisConfig { url: "redis://:hunter2@cache:6379/0".into(), prefix: "s:".into(), cluster: false };
         assert!(!format!("{config:?}").contains("hunter2"));
     }
 }

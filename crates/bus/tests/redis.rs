@@ -12,6 +12,7 @@ fn config() -> RedisConfig {
     RedisConfig {
         url: std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
         prefix: format!("switchyard-test-{:x}:", rand::random::<u64>()),
+        cluster: false,
     }
 }
 
@@ -89,7 +90,8 @@ impl Drop for PrivateRedis {
 async fn an_outage_pauses_only_the_cross_replica_part_and_ends_with_a_resync() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let redis = PrivateRedis::start(port).await;
-    let config = RedisConfig { url: format!("redis://127.0.0.1:{}", redis.port), prefix: "outage:".into() };
+    let config =
+        RedisConfig { url: format!("redis://127.0.0.1:{}", redis.port), prefix: "outage:".into(), cluster: false };
     let (one, two) = (RedisBus::connect(&config).await.unwrap(), RedisBus::connect(&config).await.unwrap());
     let (mut at_one, mut at_two) = (one.subscribe(), two.subscribe());
 
@@ -107,4 +109,87 @@ async fn an_outage_pauses_only_the_cross_replica_part_and_ends_with_a_resync() {
     assert_eq!(next(&mut at_two).await, Some(Delivery::Event(Event::BusReconnected)));
     one.publish(Event::ResourceUpdated { uri: "file:///after".into() }).await.unwrap();
     assert_eq!(next(&mut at_two).await, Some(Delivery::Event(Event::ResourceUpdated { uri: "file:///after".into() })));
+}
+
+/// Three `redis-server`s in cluster mode of this test's own, joined with
+/// `redis-cli --cluster create` (every slot covered, no replicas).
+struct PrivateCluster {
+    nodes: Vec<PrivateRedis>,
+    _dir: tempfile::TempDir,
+}
+
+impl PrivateCluster {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let child = std::process::Command::new("redis-server")
+                .current_dir(dir.path())
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--cluster-enabled", "yes", "--cluster-config-file", &format!("nodes-{port}.conf")])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("redis-server (Debian's redis-server package)");
+            nodes.push(PrivateRedis { child, port });
+        }
+        for node in &nodes {
+            for _ in 0..100 {
+                if tokio::net::TcpStream::connect(("127.0.0.1", node.port)).await.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let created = std::process::Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli");
+        assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stdout));
+        // Wait until every node agrees the cluster is up.
+        for node in &nodes {
+            for _ in 0..250 {
+                let info = std::process::Command::new("redis-cli")
+                    .args(["-p", &node.port.to_string(), "cluster", "info"])
+                    .output()
+                    .unwrap();
+                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        Self { nodes, _dir: dir }
+    }
+
+    fn url(&self, seeds: &[usize]) -> String {
+        seeds.iter().map(|i| format!("redis://127.0.0.1:{}", self.nodes[*i].port)).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// Cluster mode: two replicas whose seeds are different nodes of a real
+/// three-node Redis Cluster hear each other's events, once, in order.
+#[tokio::test]
+async fn events_cross_replicas_through_a_redis_cluster() {
+    let cluster = PrivateCluster::start().await;
+    let config = |seeds: &[usize]| RedisConfig { url: cluster.url(seeds), prefix: "clustered:".into(), cluster: true };
+    let one = RedisBus::connect(&config(&[0])).await.unwrap();
+    let two = RedisBus::connect(&config(&[2, 1])).await.unwrap();
+    let (mut at_one, mut at_two) = (one.subscribe(), two.subscribe());
+    for n in 0..3 {
+        one.publish(Event::ResourceUpdated { uri: format!("file:///from-one/{n}") }).await.unwrap();
+    }
+    two.publish(Event::ResourceUpdated { uri: "file:///from-two".into() }).await.unwrap();
+    for n in 0..3 {
+        let expected = Event::ResourceUpdated { uri: format!("file:///from-one/{n}") };
+        assert_eq!(next(&mut at_two).await, Some(Delivery::Event(expected.clone())));
+        assert_eq!(next(&mut at_one).await, Some(Delivery::Event(expected)), "local delivery, once");
+    }
+    let from_two = Some(Delivery::Event(Event::ResourceUpdated { uri: "file:///from-two".into() }));
+    assert_eq!(next(&mut at_one).await, from_two);
+    assert_eq!(next(&mut at_two).await, from_two);
+    assert!(nothing_within(&mut at_one, Duration::from_millis(300)).await, "no duplicates");
 }

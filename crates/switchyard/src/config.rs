@@ -41,6 +41,8 @@ pub struct RawConfig {
     pub redis_url: Option<String>,
     /// Prefix of Switchyard's Redis channel names. Default `switchyard:`.
     pub redis_prefix: Option<String>,
+    /// `redis_url` is a Redis Cluster: seed nodes separated by commas. Default false.
+    pub redis_cluster: Option<bool>,
     /// MCP server settings.
     #[serde(default)]
     pub server: RawServer,
@@ -611,7 +613,15 @@ impl TryFrom<RawConfig> for Config {
         let redis = raw.redis_url.filter(|u| !u.is_empty()).map(|url| switchyard_bus::RedisConfig {
             url,
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
+            cluster: raw.redis_cluster.unwrap_or(false),
         });
+        if redis.as_ref().is_some_and(|r| r.cluster) && rate_limit.is_some() {
+            // The limiter's script runs on one Redis server; on a cluster it
+            // would hit MOVED errors and fall back to its on-error policy.
+            return Err(Invalid(vec![
+                "rate_limit: shared rate limits do not support redis_cluster yet; use a single Redis (or no rate_limit)".into(),
+            ]));
+        }
         if tasks.ttl.is_zero() || tasks.lease < Duration::from_millis(300) || tasks.poll_interval.is_zero() {
             return Err(Invalid(vec![
                 "tasks.ttl and tasks.poll_interval must be more than 0, tasks.lease at least 300ms".into(),
@@ -884,6 +894,19 @@ mod tests {
         assert_eq!(config.http.max_body_bytes, 1024);
         assert_eq!(config.http.allowed_hosts, ["a.example", "b.example"]);
         assert_eq!(config.core.state_keys.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(), ["k2", "k1"]);
+    }
+
+    #[test]
+    fn redis_cluster_takes_seed_nodes_and_refuses_shared_rate_limits() {
+        let nodes = "redis://10.0.0.1:6379,redis://10.0.0.2:6379";
+        let clustered = [("SWITCHYARD_REDIS_URL", nodes), ("SWITCHYARD_REDIS_CLUSTER", "true")];
+        let config = Config::try_from(RawConfig::load(None, env(&clustered)).unwrap()).unwrap();
+        let redis = config.redis.unwrap();
+        assert!(redis.cluster);
+        assert_eq!(redis.url, nodes);
+        let limited = [clustered[0], clustered[1], ("SWITCHYARD_RATE_LIMIT__RATE", "10/s")];
+        let refused = Config::try_from(RawConfig::load(None, env(&limited)).unwrap()).unwrap_err();
+        assert!(refused.to_string().contains("redis_cluster"), "{refused}");
     }
 
     #[test]
