@@ -27,6 +27,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider};
 use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -146,7 +147,12 @@ pub fn init(config: &Config, log_filter: &str) -> Result<Telemetry, Error> {
     let filter = tracing_subscriber::EnvFilter::try_new(log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let registry = tracing_subscriber::registry().with(logs.with_filter(filter));
+    // The log takes events only, as before there were spans: were it to take
+    // the per-request spans too, every request would pay for formatting
+    // their fields even with no collector configured. Without an OTLP
+    // endpoint no layer wants a span, so none is created.
+    let events_only = tracing_subscriber::filter::filter_fn(|metadata| !metadata.is_span());
+    let registry = tracing_subscriber::registry().with(logs.with_filter(filter.and(events_only)));
     let installed = match &tracer_provider {
         Some(provider) => {
             let tracer = provider.tracer("switchyard");
