@@ -156,7 +156,15 @@ impl ListenHub {
         );
         self.inner.lock().insert(id, Listener { filter, subscription_id: subscription_id.clone(), sender });
         switchyard_telemetry::metrics().listen_streams(1);
-        ListenStream { hub: Arc::clone(&self.inner), id, subscription_id, ack: Some(ack), receiver, finished: false }
+        ListenStream {
+            hub: Arc::clone(&self.inner),
+            id,
+            subscription_id,
+            ack: Some(ack),
+            receiver,
+            finished: false,
+            span: tracing::Span::none(),
+        }
     }
 
     /// How many streams are open in this process.
@@ -215,9 +223,18 @@ pub struct ListenStream {
     ack: Option<Value>,
     receiver: mpsc::Receiver<Value>,
     finished: bool,
+    /// The request's MCP span, kept open for the stream's whole life; each
+    /// notification is a debug event in it.
+    span: tracing::Span,
 }
 
 impl ListenStream {
+    /// Keeps `span` (the listen request's) open until the stream ends.
+    pub(crate) fn in_span(mut self, span: tracing::Span) -> Self {
+        self.span = span;
+        self
+    }
+
     /// The next frame: the acknowledgement first, then notifications; on
     /// shutdown the final result; `None` once the stream is over (after the
     /// final result, or when the stream was dropped for being slow).
@@ -230,7 +247,12 @@ impl ListenStream {
         }
         tokio::select! {
             biased;
-            message = self.receiver.recv() => message.map(ListenFrame::Notification),
+            message = self.receiver.recv() => {
+                if let Some(message) = &message {
+                    tracing::debug!(parent: &self.span, method = message["method"].as_str(), "notification");
+                }
+                message.map(ListenFrame::Notification)
+            }
             () = self.hub.shutdown.cancelled() => {
                 self.finished = true;
                 Some(ListenFrame::Final(json!({
@@ -246,6 +268,9 @@ impl Drop for ListenStream {
     fn drop(&mut self) {
         self.hub.lock().remove(&self.id);
         switchyard_telemetry::metrics().listen_streams(-1);
+        // An OpenTelemetry span ends at its last exit: exit it now, so it
+        // lasts as long as the stream did.
+        drop(self.span.enter());
     }
 }
 

@@ -335,10 +335,14 @@ impl Server {
             _ => None,
         };
         telemetry::finish_span(&span, &execution);
-        if !matches!(execution, Execution::Listen(_)) {
-            switchyard_telemetry::metrics().mcp_request(method, error, started.elapsed());
+        match execution {
+            // The span lasts as long as the stream (STYLE.md: one span per listen stream).
+            Execution::Listen(stream) => Execution::Listen(stream.in_span(span)),
+            execution => {
+                switchyard_telemetry::metrics().mcp_request(method, error, started.elapsed());
+                execution
+            }
         }
-        execution
     }
 
     async fn execute_in_span(&self, request: Prepared, outbox: Option<mpsc::Sender<Value>>) -> Execution {

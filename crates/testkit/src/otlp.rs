@@ -35,6 +35,8 @@ pub struct ReceivedSpan {
     pub attributes: Vec<(String, String)>,
     /// Span ids this span links to, lowercase hex.
     pub links: Vec<String>,
+    /// How long the span lasted.
+    pub duration: Duration,
 }
 
 impl ReceivedSpan {
@@ -115,6 +117,9 @@ impl OtlpReceiver {
                                     parent_span_id: hex(&span.parent_span_id),
                                     attributes: attributes(&span.attributes),
                                     links: span.links.iter().map(|l| hex(&l.span_id)).collect(),
+                                    duration: Duration::from_nanos(
+                                        span.end_time_unix_nano.saturating_sub(span.start_time_unix_nano),
+                                    ),
                                 });
                             }
                         }

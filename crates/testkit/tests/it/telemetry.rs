@@ -104,6 +104,21 @@ async fn a_tool_call_is_one_trace_across_two_replicas_and_the_metrics_are_export
     }
     assert!(!scrape.contains(SECRET), "an argument reached a metric");
 
+    // 3. (After the scrape, which counts two requests.) A listen stream held open for a while: its span lasts as long.
+    let mut listen_params = json!({ "notifications": { "toolsListChanged": true } });
+    listen_params["_meta"] = meta(json!({}));
+    let mut listen = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .json(&json!({ "jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen", "params": listen_params }));
+    for (name, value) in Client::headers_for("subscriptions/listen", &listen_params) {
+        listen = listen.header(name, value);
+    }
+    let mut listening = listen.send().await.unwrap();
+    let acknowledged = listening.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&acknowledged).contains("acknowledged"));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    drop(listening);
+
     // SIGTERM flushes what the exporters hold.
     terminate(&mut front).await;
     terminate(&mut upstream).await;
@@ -149,6 +164,9 @@ async fn a_tool_call_is_one_trace_across_two_replicas_and_the_metrics_are_export
     assert_eq!(http_b.parent_span_id, parent_b);
     let mcp_b = find(&spans, "MCP span of request 2", |s| s.name == "tools/call echo" && s.trace_id == trace_b);
     assert_eq!(mcp_b.parent_span_id, http_b.span_id, "{mcp_b:#?}");
+
+    let listen_span = find(&spans, "listen stream span", |s| s.service == "front" && s.name == "subscriptions/listen");
+    assert!(listen_span.duration >= Duration::from_millis(350), "one span for the stream's life: {listen_span:#?}");
 
     // Database work: the registration through the admin API wrote the registry.
     let insert = find(&spans, "registry INSERT span", |s| s.service == "front" && s.name == "INSERT plugins");
