@@ -8,10 +8,12 @@
 //! between replicas without touching anything above it.
 //!
 //! Even a single process publishes through the bus, so the one-replica path is
-//! the same path that scales out.
+//! the same path that scales out. [`testing`] starts Redis servers and
+//! clusters of a test's own.
 
 mod memory;
 mod redis;
+pub mod testing;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use switchyard_bus::testing::{RedisCluster, RedisServer};
 use switchyard_bus::{Delivery, Event, NotificationBus, RedisBus, RedisConfig};
 
 fn config() -> RedisConfig {
@@ -56,46 +57,14 @@ async fn another_deployment_on_the_same_redis_hears_nothing() {
     assert!(nothing_within(&mut at_b, Duration::from_millis(300)).await);
 }
 
-/// A `redis-server` of this test's own on a free port.
-struct PrivateRedis {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl PrivateRedis {
-    async fn start(port: u16) -> Self {
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server (Debian's redis-server package)");
-        for _ in 0..100 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Self { child, port }
-    }
-}
-
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn an_outage_pauses_only_the_cross_replica_part_and_ends_with_a_resync() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let redis = PrivateRedis::start(port).await;
-    let config =
-        RedisConfig { url: format!("redis://127.0.0.1:{}", redis.port), prefix: "outage:".into(), cluster: false };
+    let mut redis = RedisServer::start().await;
+    let config = RedisConfig { url: redis.url(), prefix: "outage:".into(), cluster: false };
     let (one, two) = (RedisBus::connect(&config).await.unwrap(), RedisBus::connect(&config).await.unwrap());
     let (mut at_one, mut at_two) = (one.subscribe(), two.subscribe());
 
-    drop(redis);
+    redis.kill();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!one.is_connected(), "the heartbeat noticed");
     // Local delivery goes on; the publish reports that other replicas were not reached.
@@ -103,7 +72,7 @@ async fn an_outage_pauses_only_the_cross_replica_part_and_ends_with_a_resync() {
     assert!(during.is_err());
     assert_eq!(next(&mut at_one).await, Some(Delivery::Event(Event::ResourceUpdated { uri: "file:///during".into() })));
 
-    let _back = PrivateRedis::start(port).await;
+    redis.restart().await;
     // Each replica reconnects, resubscribes, and tells its subscribers to compare state.
     assert_eq!(next(&mut at_one).await, Some(Delivery::Event(Event::BusReconnected)));
     assert_eq!(next(&mut at_two).await, Some(Delivery::Event(Event::BusReconnected)));
@@ -111,70 +80,11 @@ async fn an_outage_pauses_only_the_cross_replica_part_and_ends_with_a_resync() {
     assert_eq!(next(&mut at_two).await, Some(Delivery::Event(Event::ResourceUpdated { uri: "file:///after".into() })));
 }
 
-/// Three `redis-server`s in cluster mode of this test's own, joined with
-/// `redis-cli --cluster create` (every slot covered, no replicas).
-struct PrivateCluster {
-    nodes: Vec<PrivateRedis>,
-    _dir: tempfile::TempDir,
-}
-
-impl PrivateCluster {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut nodes = Vec::new();
-        for _ in 0..3 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let child = std::process::Command::new("redis-server")
-                .current_dir(dir.path())
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--cluster-enabled", "yes", "--cluster-config-file", &format!("nodes-{port}.conf")])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .expect("redis-server (Debian's redis-server package)");
-            nodes.push(PrivateRedis { child, port });
-        }
-        for node in &nodes {
-            for _ in 0..100 {
-                if tokio::net::TcpStream::connect(("127.0.0.1", node.port)).await.is_ok() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
-        let created = std::process::Command::new("redis-cli")
-            .args(["--cluster", "create"])
-            .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .output()
-            .expect("redis-cli");
-        assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stdout));
-        // Wait until every node agrees the cluster is up.
-        for node in &nodes {
-            for _ in 0..250 {
-                let info = std::process::Command::new("redis-cli")
-                    .args(["-p", &node.port.to_string(), "cluster", "info"])
-                    .output()
-                    .unwrap();
-                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-        Self { nodes, _dir: dir }
-    }
-
-    fn url(&self, seeds: &[usize]) -> String {
-        seeds.iter().map(|i| format!("redis://127.0.0.1:{}", self.nodes[*i].port)).collect::<Vec<_>>().join(",")
-    }
-}
-
 /// Cluster mode: two replicas whose seeds are different nodes of a real
 /// three-node Redis Cluster hear each other's events, once, in order.
 #[tokio::test]
 async fn events_cross_replicas_through_a_redis_cluster() {
-    let cluster = PrivateCluster::start().await;
+    let cluster = RedisCluster::start().await;
     let config = |seeds: &[usize]| RedisConfig { url: cluster.url(seeds), prefix: "clustered:".into(), cluster: true };
     let one = RedisBus::connect(&config(&[0])).await.unwrap();
     let two = RedisBus::connect(&config(&[2, 1])).await.unwrap();

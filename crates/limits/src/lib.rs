@@ -2,9 +2,9 @@
 //! algorithm: a steady rate with a burst allowance, one number stored per
 //! key, the "theoretical arrival time").
 //!
-//! - [`RedisLimiter`]: the state lives in Redis, updated by one Lua script
-//!   that reads Redis's own clock, so every replica shares one budget and
-//!   replica clocks do not matter. When Redis cannot be asked, [`OnError`]
+//! - [`RedisLimiter`]: the state lives in Redis (one server or a Redis
+//!   Cluster), updated by one Lua script that reads Redis's own clock, so
+//!   every replica shares one budget and replica clocks do not matter. When Redis cannot be asked, [`OnError`]
 //!   decides (allow or deny) and the failure is logged.
 //! - [`LocalLimiter`]: the same algorithm in process, for a single replica.
 //!
@@ -97,9 +97,19 @@ redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) / 1000) + 10
 return 0
 ";
 
-/// Limits shared by every replica, kept in Redis.
+/// Where the limiter's keys live. Both kinds reconnect by themselves.
+#[derive(Clone)]
+enum Link {
+    /// One Redis server, through the connection manager.
+    Single(redis::aio::ConnectionManager),
+    /// A Redis Cluster: each key's slot picks the node, and the script, whose
+    /// only key is that key, runs there (loaded on each node on first use).
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+/// Limits shared by every replica, kept in Redis (one server or a cluster).
 pub struct RedisLimiter {
-    manager: redis::aio::ConnectionManager,
+    link: Link,
     script: redis::Script,
     prefix: String,
     limits: Limits,
@@ -117,17 +127,42 @@ impl std::fmt::Debug for RedisLimiter {
 
 impl RedisLimiter {
     /// Connects to Redis at `url`; keys are `{prefix}rl:{caller}:{target}`.
+    /// With `cluster`, `url` lists seed nodes of a Redis Cluster, separated
+    /// by commas.
+    ///
+    /// A check waits at most about a second for Redis (connect 1 s, answer
+    /// 0.5 s, one retry) before [`OnError`] decides.
     ///
     /// # Errors
-    /// When the URL is invalid or Redis does not answer now.
-    pub async fn connect(url: &str, prefix: &str, limits: Limits, on_error: OnError) -> redis::RedisResult<Self> {
-        let client = redis::Client::open(url)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(Duration::from_millis(500)))
-            .set_number_of_retries(1);
-        let manager = redis::aio::ConnectionManager::new_with_config(client, config).await?;
-        Ok(Self { manager, script: redis::Script::new(GCRA), prefix: prefix.to_owned(), limits, on_error })
+    /// When a URL is invalid or Redis does not answer now.
+    pub async fn connect(
+        url: &str,
+        cluster: bool,
+        prefix: &str,
+        limits: Limits,
+        on_error: OnError,
+    ) -> redis::RedisResult<Self> {
+        let (connect_timeout, response_timeout) = (Duration::from_secs(1), Duration::from_millis(500));
+        let link = if cluster {
+            let nodes = url
+                .split(',')
+                .map(|node| redis::IntoConnectionInfo::into_connection_info(node.trim()))
+                .collect::<redis::RedisResult<Vec<_>>>()?;
+            let client = redis::cluster::ClusterClientBuilder::new(nodes)
+                .connection_timeout(connect_timeout)
+                .response_timeout(response_timeout)
+                .retries(1)
+                .build()?;
+            Link::Cluster(client.get_async_connection().await?)
+        } else {
+            let client = redis::Client::open(url)?;
+            let config = redis::aio::ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(connect_timeout))
+                .set_response_timeout(Some(response_timeout))
+                .set_number_of_retries(1);
+            Link::Single(redis::aio::ConnectionManager::new_with_config(client, config).await?)
+        };
+        Ok(Self { link, script: redis::Script::new(GCRA), prefix: prefix.to_owned(), limits, on_error })
     }
 }
 
@@ -136,14 +171,12 @@ impl RateLimiter for RedisLimiter {
         Box::pin(async move {
             let Some(rate) = self.limits.rate_for(key.target) else { return Decision::Allow };
             let redis_key = format!("{}rl:{}:{}", self.prefix, key.principal, key.target);
-            let mut manager = self.manager.clone();
-            let waited: redis::RedisResult<i64> = self
-                .script
-                .key(redis_key)
-                .arg(rate.interval().as_micros() as u64)
-                .arg(rate.tolerance().as_micros() as u64)
-                .invoke_async(&mut manager)
-                .await;
+            let mut invocation = self.script.key(redis_key);
+            invocation.arg(rate.interval().as_micros() as u64).arg(rate.tolerance().as_micros() as u64);
+            let waited: redis::RedisResult<i64> = match self.link.clone() {
+                Link::Single(mut manager) => invocation.invoke_async(&mut manager).await,
+                Link::Cluster(mut cluster) => invocation.invoke_async(&mut cluster).await,
+            };
             match waited {
                 Ok(0) => Decision::Allow,
                 Ok(micros) => Decision::Deny { retry_after: Duration::from_micros(micros.unsigned_abs()) },

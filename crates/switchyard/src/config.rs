@@ -615,13 +615,6 @@ impl TryFrom<RawConfig> for Config {
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
             cluster: raw.redis_cluster.unwrap_or(false),
         });
-        if redis.as_ref().is_some_and(|r| r.cluster) && rate_limit.is_some() {
-            // The limiter's script runs on one Redis server; on a cluster it
-            // would hit MOVED errors and fall back to its on-error policy.
-            return Err(Invalid(vec![
-                "rate_limit: shared rate limits do not support redis_cluster yet; use a single Redis (or no rate_limit)".into(),
-            ]));
-        }
         if tasks.ttl.is_zero() || tasks.lease < Duration::from_millis(300) || tasks.poll_interval.is_zero() {
             return Err(Invalid(vec![
                 "tasks.ttl and tasks.poll_interval must be more than 0, tasks.lease at least 300ms".into(),
@@ -897,7 +890,7 @@ mod tests {
     }
 
     #[test]
-    fn redis_cluster_takes_seed_nodes_and_refuses_shared_rate_limits() {
+    fn redis_cluster_takes_seed_nodes_for_the_bus_and_the_limits() {
         let nodes = "redis://10.0.0.1:6379,redis://10.0.0.2:6379";
         let clustered = [("SWITCHYARD_REDIS_URL", nodes), ("SWITCHYARD_REDIS_CLUSTER", "true")];
         let config = Config::try_from(RawConfig::load(None, env(&clustered)).unwrap()).unwrap();
@@ -905,8 +898,8 @@ mod tests {
         assert!(redis.cluster);
         assert_eq!(redis.url, nodes);
         let limited = [clustered[0], clustered[1], ("SWITCHYARD_RATE_LIMIT__RATE", "10/s")];
-        let refused = Config::try_from(RawConfig::load(None, env(&limited)).unwrap()).unwrap_err();
-        assert!(refused.to_string().contains("redis_cluster"), "{refused}");
+        let config = Config::try_from(RawConfig::load(None, env(&limited)).unwrap()).unwrap();
+        assert!(config.redis.unwrap().cluster && config.rate_limit.is_some());
     }
 
     #[test]

@@ -25,10 +25,11 @@ use switchyard_protocol::version::LATEST;
 use tokio_util::sync::CancellationToken;
 
 pub use externals::{
-    AuthorizationServer, LegacyPythonServer, RedisServer, ServerProcess, guest_module, python_client, switchyard_binary,
+    AuthorizationServer, LegacyPythonServer, ServerProcess, guest_module, python_client, switchyard_binary,
 };
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use schema::SpecSchema;
+pub use switchyard_bus::testing::RedisServer;
 
 /// A running server. Dropping it shuts the server down.
 pub struct App {

@@ -1,0 +1,159 @@
+//! Redis servers of a test's own, for the suites that must kill, restart or
+//! cluster Redis (the bus here, the rate limiter, the end-to-end tests): a
+//! [`RedisServer`] on a free loopback port, and a [`RedisCluster`] of three
+//! such servers joined by `redis-cli --cluster create`. Both come from
+//! Debian's `redis-server` package and stop when dropped.
+//!
+//! Tests that only need *a* Redis use the running one (`TEST_REDIS_URL`).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A free TCP port on loopback (bound and released; good enough for tests).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// Waits until something accepts connections on `port`.
+async fn wait_for_port(port: u16) -> bool {
+    for _ in 0..250 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// A `redis-server` of this test's own, keeping nothing on disk.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    /// Extra arguments (cluster mode) and the directory they write to.
+    extra: Vec<String>,
+    dir: Option<PathBuf>,
+}
+
+impl RedisServer {
+    /// Starts one and waits until it accepts connections.
+    ///
+    /// # Panics
+    /// When `redis-server` cannot run or does not come up within 5 s.
+    pub async fn start() -> Self {
+        let mut server = Self { child: None, port: free_port(), extra: Vec::new(), dir: None };
+        server.restart().await;
+        server
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills it (SIGKILL: connections drop without a goodbye).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port, empty, and waits until it accepts
+    /// connections.
+    ///
+    /// # Panics
+    /// When it does not come up within 5 s.
+    pub async fn restart(&mut self) {
+        self.kill();
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(&self.extra)
+            .stdout(Stdio::null());
+        if let Some(dir) = &self.dir {
+            command.current_dir(dir);
+        }
+        self.child = Some(command.spawn().expect("redis-server (Debian's redis-server package)"));
+        assert!(wait_for_port(self.port).await, "redis-server did not start on port {}", self.port);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Three `redis-server`s in cluster mode, every slot covered, no replicas.
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+    dir: PathBuf,
+}
+
+impl RedisCluster {
+    /// Starts the nodes, creates the cluster and waits until every node says
+    /// `cluster_state:ok`.
+    ///
+    /// # Panics
+    /// When a node does not start or the cluster does not form.
+    pub async fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("switchyard-redis-cluster-{:x}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            let port = free_port();
+            let extra = ["--cluster-enabled", "yes", "--cluster-config-file", &format!("nodes-{port}.conf")];
+            let mut node =
+                RedisServer { child: None, port, extra: extra.map(String::from).to_vec(), dir: Some(dir.clone()) };
+            node.restart().await;
+            nodes.push(node);
+        }
+        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli");
+        assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stdout));
+        for node in &nodes {
+            let mut ok = false;
+            for _ in 0..250 {
+                let info = Command::new("redis-cli")
+                    .args(["-p", &node.port.to_string(), "cluster", "info"])
+                    .output()
+                    .expect("redis-cli");
+                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                    ok = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert!(ok, "the cluster did not form on port {}", node.port);
+        }
+        Self { nodes, dir }
+    }
+
+    /// The URLs of the nodes numbered `seeds`, comma-separated (the form
+    /// `redis_url` takes in cluster mode).
+    pub fn url(&self, seeds: &[usize]) -> String {
+        seeds.iter().map(|i| self.nodes[*i].url()).collect::<Vec<_>>().join(",")
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
