@@ -6,17 +6,22 @@
 //! behind is closed (the client re-listens and re-lists) rather than slowing
 //! the others or growing memory. On shutdown every stream gets its final
 //! result and ends cleanly.
+//!
+//! Fan-out is the hot path of a change (a thousand streams hear it at once)
+//! and idle streams are most of a replica's memory, so: an event's message is
+//! serialised once, and each stream adds only its serialised subscription id
+//! ([`ListenNotification`]); and a stream's queue is empty until something is
+//! queued ([`Mailbox`]), where a channel would preallocate a block per stream.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use switchyard_bus::{Delivery, Event, NotificationBus};
-use switchyard_protocol::jsonrpc::notification;
 use switchyard_protocol::meta::{META, SUBSCRIPTION_ID};
 use switchyard_protocol::method::notification as names;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// What a listen stream asked to hear (`SubscriptionFilter`).
@@ -56,18 +61,29 @@ impl Filter {
         Value::Object(ack)
     }
 
-    /// The notification for `event`, if this filter wants it.
-    fn wants(&self, event: &Event) -> Option<(&'static str, Value)> {
+    /// Whether this filter wants `event`.
+    fn wants(&self, event: &Event) -> bool {
         match event {
-            Event::ToolsListChanged { .. } if self.tools => Some((names::TOOLS_LIST_CHANGED, json!({}))),
-            Event::PromptsListChanged { .. } if self.prompts => Some((names::PROMPTS_LIST_CHANGED, json!({}))),
-            Event::ResourcesListChanged { .. } if self.resources => Some((names::RESOURCES_LIST_CHANGED, json!({}))),
-            Event::ResourceUpdated { uri } if self.resource_uris.iter().any(|s| covers(s, uri)) => {
-                Some((names::RESOURCES_UPDATED, json!({ "uri": uri })))
-            }
-            Event::TaskStatus { id, task } if self.task_ids.contains(id) => Some((names::TASKS, task.clone())),
-            _ => None,
+            Event::ToolsListChanged { .. } => self.tools,
+            Event::PromptsListChanged { .. } => self.prompts,
+            Event::ResourcesListChanged { .. } => self.resources,
+            Event::ResourceUpdated { uri } => self.resource_uris.iter().any(|s| covers(s, uri)),
+            Event::TaskStatus { id, .. } => self.task_ids.contains(id),
+            _ => false,
         }
+    }
+}
+
+/// The notification method and params a listen stream hears for `event`
+/// (none for events that only concern replicas).
+fn notification_of(event: &Event) -> Option<(&'static str, Value)> {
+    match event {
+        Event::ToolsListChanged { .. } => Some((names::TOOLS_LIST_CHANGED, json!({}))),
+        Event::PromptsListChanged { .. } => Some((names::PROMPTS_LIST_CHANGED, json!({}))),
+        Event::ResourcesListChanged { .. } => Some((names::RESOURCES_LIST_CHANGED, json!({}))),
+        Event::ResourceUpdated { uri } => Some((names::RESOURCES_UPDATED, json!({ "uri": uri }))),
+        Event::TaskStatus { task, .. } => Some((names::TASKS, task.clone())),
+        _ => None,
     }
 }
 
@@ -82,16 +98,150 @@ fn covers(subscribed: &str, updated: &str) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ListenFrame {
     /// A notification message, `_meta.subscriptionId` included.
-    Notification(Value),
+    Notification(ListenNotification),
     /// The final result of the listen request (on a graceful end); the stream
     /// ends after it.
     Final(Value),
 }
 
+/// What closes every listen notification: the `_meta` object, `params`, and
+/// the message.
+const CLOSING: &[u8] = b"}}}";
+
+/// A listen-stream notification, serialised: the message up to the
+/// subscription id (shared by every stream that hears the same event), the
+/// stream's subscription id, and [`CLOSING`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct ListenNotification {
+    method: &'static str,
+    head: Arc<[u8]>,
+    subscription_id: Arc<[u8]>,
+}
+
+impl std::fmt::Debug for ListenNotification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.to_vec()))
+    }
+}
+
+impl ListenNotification {
+    /// The message up to its subscription id: `{"jsonrpc":"2.0","method":…,
+    /// "params":{…,"_meta":{"io.modelcontextprotocol/subscriptionId":`.
+    /// Whatever `_meta` `params` had is replaced.
+    fn head(method: &str, mut params: Value) -> Arc<[u8]> {
+        if let Some(object) = params.as_object_mut() {
+            object.remove(META);
+        } else {
+            params = json!({});
+        }
+        let mut head = format!(r#"{{"jsonrpc":"2.0","method":{},"params":"#, Value::from(method)).into_bytes();
+        let mut params = serde_json::to_vec(&params).unwrap_or_else(|_| b"{}".to_vec());
+        params.pop(); // the params object, left open for `_meta`
+        head.extend_from_slice(&params);
+        if params.len() > 1 {
+            head.push(b',');
+        }
+        head.extend_from_slice(format!(r#""{META}":{{"{SUBSCRIPTION_ID}":"#).as_bytes());
+        head.into()
+    }
+
+    /// The notification method.
+    pub fn method(&self) -> &'static str {
+        self.method
+    }
+
+    /// Appends the JSON-RPC message to `out`.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        out.reserve(self.head.len() + self.subscription_id.len() + CLOSING.len());
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(&self.subscription_id);
+        out.extend_from_slice(CLOSING);
+    }
+
+    /// The JSON-RPC message.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_to(&mut out);
+        out
+    }
+
+    /// The message as a JSON value (for tests and logs; transports write the bytes).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_slice(&self.to_vec()).unwrap_or(Value::Null)
+    }
+}
+
+/// A stream's queue of notifications, shared by the hub (which pushes) and
+/// the stream (which takes). An empty queue allocates nothing, so an idle
+/// stream costs a few words here.
+struct Mailbox {
+    queue: Mutex<VecDeque<ListenNotification>>,
+    ready: Notify,
+    /// Set by the hub when it drops the stream; queued messages still go out.
+    closed: AtomicBool,
+}
+
+/// Why a notification was not queued.
+enum Refused {
+    /// The queue is at its bound: the stream cannot keep up.
+    Full,
+    /// The stream is closed.
+    Closed,
+}
+
+impl Mailbox {
+    fn new() -> Self {
+        Self { queue: Mutex::new(VecDeque::new()), ready: Notify::new(), closed: AtomicBool::new(false) }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<ListenNotification>> {
+        // Held for a push or pop only, never across an await.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, message: ListenNotification, bound: usize) -> Result<(), Refused> {
+        {
+            let mut queue = self.queue();
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Refused::Closed);
+            }
+            if queue.len() >= bound {
+                return Err(Refused::Full);
+            }
+            queue.push_back(message);
+        }
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.ready.notify_one();
+    }
+
+    /// The next message; `None` once the mailbox is closed and empty.
+    async fn recv(&self) -> Option<ListenNotification> {
+        loop {
+            // Read `closed` before popping: every push precedes the close,
+            // so a closed mailbox found empty stays empty.
+            let closed = self.closed.load(Ordering::Acquire);
+            if let Some(message) = self.queue().pop_front() {
+                return Some(message);
+            }
+            if closed {
+                return None;
+            }
+            // A push between the pop and here left a permit: this returns at once.
+            self.ready.notified().await;
+        }
+    }
+}
+
 struct Listener {
     filter: Filter,
-    subscription_id: Value,
-    sender: mpsc::Sender<Value>,
+    /// The subscription id, serialised once.
+    subscription_id: Arc<[u8]>,
+    mailbox: Arc<Mailbox>,
 }
 
 struct HubInner {
@@ -147,21 +297,25 @@ impl ListenHub {
     /// Opens a stream for the listen request `subscription_id` (its JSON-RPC
     /// id, keeping its type). The acknowledgement is its first frame.
     pub fn open(&self, subscription_id: Value, filter: Filter) -> ListenStream {
-        let (sender, receiver) = mpsc::channel(self.inner.queue);
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let ack = frame(
-            names::SUBSCRIPTIONS_ACKNOWLEDGED,
-            json!({ "notifications": filter.acknowledged() }),
-            &subscription_id,
-        );
-        self.inner.lock().insert(id, Listener { filter, subscription_id: subscription_id.clone(), sender });
+        let serialised: Arc<[u8]> = subscription_id.to_string().into_bytes().into();
+        let ack = ListenNotification {
+            method: names::SUBSCRIPTIONS_ACKNOWLEDGED,
+            head: ListenNotification::head(
+                names::SUBSCRIPTIONS_ACKNOWLEDGED,
+                json!({ "notifications": filter.acknowledged() }),
+            ),
+            subscription_id: Arc::clone(&serialised),
+        };
+        let mailbox = Arc::new(Mailbox::new());
+        self.inner.lock().insert(id, Listener { filter, subscription_id: serialised, mailbox: Arc::clone(&mailbox) });
         switchyard_telemetry::metrics().listen_streams(1);
         ListenStream {
             hub: Arc::clone(&self.inner),
             id,
             subscription_id,
             ack: Some(ack),
-            receiver,
+            mailbox,
             finished: false,
             span: tracing::Span::none(),
         }
@@ -188,31 +342,36 @@ impl HubInner {
     fn fan_out(&self, events: &[Event]) {
         let mut listeners = self.lock();
         let mut slow = Vec::new();
-        for (id, listener) in listeners.iter() {
-            for event in events {
-                let Some((method, params)) = listener.filter.wants(event) else { continue };
-                let message = frame(method, params, &listener.subscription_id);
-                match listener.sender.try_send(message) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => slow.push(*id),
-                    Err(mpsc::error::TrySendError::Closed(_)) => {}
+        for event in events {
+            // Serialised on first use: most events interest some streams only.
+            let mut head = None;
+            for (id, listener) in listeners.iter() {
+                if !listener.filter.wants(event) {
+                    continue;
+                }
+                let Some((method, head)) = head
+                    .get_or_insert_with(|| notification_of(event).map(|(m, p)| (m, ListenNotification::head(m, p))))
+                    .clone()
+                else {
+                    break;
+                };
+                let message =
+                    ListenNotification { method, head, subscription_id: Arc::clone(&listener.subscription_id) };
+                if let Err(Refused::Full) = listener.mailbox.push(message, self.queue) {
+                    slow.push(*id);
                 }
             }
         }
         for id in slow {
-            // Dropping the sender ends that stream; the client re-listens.
-            listeners.remove(&id);
-            self.dropped_slow.fetch_add(1, Ordering::Relaxed);
-            switchyard_telemetry::metrics().listen_dropped_slow();
-            tracing::debug!(listener = id, "closed a listen stream that could not keep up");
+            // The stream ends after what is queued; the client re-listens.
+            if let Some(listener) = listeners.remove(&id) {
+                listener.mailbox.close();
+                self.dropped_slow.fetch_add(1, Ordering::Relaxed);
+                switchyard_telemetry::metrics().listen_dropped_slow();
+                tracing::debug!(listener = id, "closed a listen stream that could not keep up");
+            }
         }
     }
-}
-
-/// Builds a listen-stream notification with the subscription id stamped in.
-fn frame(method: &str, mut params: Value, subscription_id: &Value) -> Value {
-    params[META] = json!({ SUBSCRIPTION_ID: subscription_id });
-    notification(method, params)
 }
 
 /// One open listen stream. Dropping it (the client went away) unregisters it.
@@ -220,8 +379,8 @@ pub struct ListenStream {
     hub: Arc<HubInner>,
     id: u64,
     subscription_id: Value,
-    ack: Option<Value>,
-    receiver: mpsc::Receiver<Value>,
+    ack: Option<ListenNotification>,
+    mailbox: Arc<Mailbox>,
     finished: bool,
     /// The request's MCP span, kept open for the stream's whole life; each
     /// notification is a debug event in it.
@@ -247,9 +406,9 @@ impl ListenStream {
         }
         tokio::select! {
             biased;
-            message = self.receiver.recv() => {
+            message = self.mailbox.recv() => {
                 if let Some(message) = &message {
-                    tracing::debug!(parent: &self.span, method = message["method"].as_str(), "notification");
+                    tracing::debug!(parent: &self.span, method = message.method(), "notification");
                 }
                 message.map(ListenFrame::Notification)
             }
@@ -281,7 +440,7 @@ mod tests {
 
     fn method(frame: &ListenFrame) -> &str {
         match frame {
-            ListenFrame::Notification(n) => n["method"].as_str().unwrap(),
+            ListenFrame::Notification(n) => n.method(),
             ListenFrame::Final(_) => "<final>",
         }
     }
@@ -295,6 +454,7 @@ mod tests {
         let first = prompts_only.next().await.unwrap();
         assert_eq!(method(&first), names::SUBSCRIPTIONS_ACKNOWLEDGED);
         let ListenFrame::Notification(ack) = first else { unreachable!() };
+        let ack = ack.to_value();
         assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], json!(7));
         assert_eq!(ack["params"]["notifications"], json!({"promptsListChanged": true}));
 
@@ -307,6 +467,26 @@ mod tests {
         let last = prompts_only.next().await.unwrap();
         assert_eq!(last, ListenFrame::Final(json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID: 7}})));
         assert_eq!(prompts_only.next().await, None);
+    }
+
+    #[test]
+    fn a_notification_is_the_message_with_the_subscription_id_stamped_in() {
+        let cases = [
+            (json!({}), json!(7)),
+            (json!({"uri": "file:///a \"b\"", "_meta": {"replaced": true}}), json!("s-1")),
+            (json!({"taskId": "t", "status": "working", "ttlMs": 5}), json!(3.5)),
+        ];
+        for (params, id) in cases {
+            let message = ListenNotification {
+                method: names::RESOURCES_UPDATED,
+                head: ListenNotification::head(names::RESOURCES_UPDATED, params.clone()),
+                subscription_id: id.to_string().into_bytes().into(),
+            };
+            let mut expected = params;
+            expected[META] = json!({ SUBSCRIPTION_ID: id });
+            let expected = json!({"jsonrpc": "2.0", "method": names::RESOURCES_UPDATED, "params": expected});
+            assert_eq!(message.to_value(), expected, "{message:?}");
+        }
     }
 
     #[tokio::test]

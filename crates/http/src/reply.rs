@@ -152,12 +152,17 @@ fn etag(result: &Value) -> String {
     format!("\"{hex}\"")
 }
 
-fn sse_event(message: &[u8]) -> Bytes {
-    let mut event = Vec::with_capacity(message.len() + 8);
+/// An SSE event whose data `write` appends (`capacity` bytes, about).
+fn sse_event_from(capacity: usize, write: impl FnOnce(&mut Vec<u8>)) -> Bytes {
+    let mut event = Vec::with_capacity(capacity + 8);
     event.extend_from_slice(b"data: ");
-    event.extend_from_slice(message);
+    write(&mut event);
     event.extend_from_slice(b"\n\n");
     Bytes::from(event)
+}
+
+fn sse_event(message: &[u8]) -> Bytes {
+    sse_event_from(message.len(), |out| out.extend_from_slice(message))
 }
 
 /// One JSON-RPC message as an SSE event.
@@ -266,7 +271,8 @@ pub(crate) fn listen(id: RequestId, stream: ListenStream, keep_alive: Duration) 
             biased;
             frame = stream.next() => match frame {
                 Some(ListenFrame::Notification(message)) => {
-                    Some((Ok(sse_message(&message)), Some((stream, ticker, id, false))))
+                    let event = sse_event_from(256, |out| message.write_to(out));
+                    Some((Ok(event), Some((stream, ticker, id, false))))
                 }
                 Some(ListenFrame::Final(result)) => Some((Ok(sse_event(&jsonrpc::success(&id, &result))), None)),
                 None => None,

@@ -130,7 +130,7 @@ async fn run(server: &Server, id: RequestId, prepared: switchyard_core::Prepared
         Execution::Listen(mut stream) => {
             while let Some(frame) = stream.next().await {
                 let message = match frame {
-                    ListenFrame::Notification(message) => serde_json::to_vec(&message).unwrap_or_default(),
+                    ListenFrame::Notification(message) => message.to_vec(),
                     ListenFrame::Final(result) => jsonrpc::success(&id, &result),
                 };
                 if out.send(message).await.is_err() {
