@@ -199,11 +199,17 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// The baseline: the least an HTTP JSON endpoint can do on this stack.
-/// It also takes OTLP exports (`/v1/traces`, `/v1/metrics`) and drops them,
-/// as a collector would that keeps up, for the traced variant of `tools-call`.
+/// `GET /sse` and `POST /publish` are the least a notification fan-out can
+/// do on it (what `fanout` weighs listen streams against): every `/sse`
+/// stream gets `data: acknowledged` at once, then one event per publish,
+/// the published JSON as it came, through one broadcast channel. It also
+/// takes OTLP exports (`/v1/traces`, `/v1/metrics`) and drops them, as a
+/// collector would that keeps up, for the traced variant of `tools-call`.
 async fn bare(bind: String) -> anyhow::Result<()> {
     // An empty protobuf body is the empty (successful) export response.
     let otlp_sink = || async { ([("content-type", "application/x-protobuf")], "") };
+    let (published, _) = tokio::sync::broadcast::channel::<axum::body::Bytes>(64);
+    let subscribe = published.clone();
     let app = axum::Router::new()
         .route(
             "/",
@@ -213,6 +219,34 @@ async fn bare(bind: String) -> anyhow::Result<()> {
                     [("content-type", "application/json")],
                     r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}"#,
                 )
+            }),
+        )
+        .route(
+            "/sse",
+            axum::routing::get(move || {
+                let events = subscribe.subscribe();
+                async move {
+                    let first = axum::body::Bytes::from_static(b"data: acknowledged\n\n");
+                    let stream = futures::stream::unfold((Some(first), events), |(first, mut events)| async move {
+                        if let Some(first) = first {
+                            return Some((Ok::<_, std::convert::Infallible>(first), (None, events)));
+                        }
+                        let message = events.recv().await.ok()?;
+                        let mut event = Vec::with_capacity(message.len() + 8);
+                        event.extend_from_slice(b"data: ");
+                        event.extend_from_slice(&message);
+                        event.extend_from_slice(b"\n\n");
+                        Some((Ok(axum::body::Bytes::from(event)), (None, events)))
+                    });
+                    ([("content-type", "text/event-stream")], axum::body::Body::from_stream(stream))
+                }
+            }),
+        )
+        .route(
+            "/publish",
+            axum::routing::post(move |body: axum::body::Bytes| async move {
+                let _ = published.send(body);
+                axum::http::StatusCode::ACCEPTED
             }),
         )
         .route("/v1/traces", axum::routing::post(otlp_sink))
