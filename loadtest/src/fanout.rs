@@ -119,7 +119,7 @@ async fn open_streams(
 }
 
 /// The HTTP/1.1 request of a listen stream on `server`.
-fn listen_request(server: &Server) -> anyhow::Result<(SocketAddr, String)> {
+fn raw_listen_request(server: &Server) -> anyhow::Result<(SocketAddr, String)> {
     let url = reqwest::Url::parse(&server.url)?;
     let address = url.socket_addrs(|| None)?.into_iter().next().context("an address")?;
     let request = format!(
@@ -197,8 +197,8 @@ pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64) -> anyhow
     let prefix = format!("switchyard-loadtest-{}:", std::process::id());
     let env = [("SWITCHYARD_REDIS_URL", redis.as_str()), ("SWITCHYARD_REDIS_PREFIX", prefix.as_str())];
     let (a, b) = (start_switchyard_with(binary, &env).await?, start_switchyard_with(binary, &env).await?);
-    let (address_a, request_a) = listen_request(&a)?;
-    let (address_b, request_b) = listen_request(&b)?;
+    let (address_a, request_a) = raw_listen_request(&a)?;
+    let (address_b, request_b) = raw_listen_request(&b)?;
     let (pid_a, pid_b) = (a.child.id(), b.child.id());
     let publish_on_a = format!("{}/notifications/resources/updated", a.url.replace("/mcp", "/admin/v1"));
     let bare = start_bare().await?;

@@ -181,14 +181,6 @@ struct Mailbox {
     closed: AtomicBool,
 }
 
-/// Why a notification was not queued.
-enum Refused {
-    /// The queue is at its bound: the stream cannot keep up.
-    Full,
-    /// The stream is closed.
-    Closed,
-}
-
 impl Mailbox {
     fn new() -> Self {
         Self { queue: Mutex::new(VecDeque::new()), ready: Notify::new(), closed: AtomicBool::new(false) }
@@ -199,19 +191,18 @@ impl Mailbox {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn push(&self, message: ListenNotification, bound: usize) -> Result<(), Refused> {
+    /// Queues `message`; false when `bound` messages are waiting already.
+    /// Only the hub pushes, and only to streams it has not closed.
+    fn push(&self, message: ListenNotification, bound: usize) -> bool {
         {
             let mut queue = self.queue();
-            if self.closed.load(Ordering::Acquire) {
-                return Err(Refused::Closed);
-            }
             if queue.len() >= bound {
-                return Err(Refused::Full);
+                return false;
             }
             queue.push_back(message);
         }
         self.ready.notify_one();
-        Ok(())
+        true
     }
 
     fn close(&self) {
@@ -343,21 +334,15 @@ impl HubInner {
         let mut listeners = self.lock();
         let mut slow = Vec::new();
         for event in events {
-            // Serialised on first use: most events interest some streams only.
-            let mut head = None;
-            for (id, listener) in listeners.iter() {
-                if !listener.filter.wants(event) {
-                    continue;
-                }
-                let Some((method, head)) = head
-                    .get_or_insert_with(|| notification_of(event).map(|(m, p)| (m, ListenNotification::head(m, p))))
-                    .clone()
-                else {
-                    break;
+            let Some((method, params)) = notification_of(event) else { continue };
+            let head = ListenNotification::head(method, params);
+            for (id, listener) in listeners.iter().filter(|(_, listener)| listener.filter.wants(event)) {
+                let message = ListenNotification {
+                    method,
+                    head: Arc::clone(&head),
+                    subscription_id: Arc::clone(&listener.subscription_id),
                 };
-                let message =
-                    ListenNotification { method, head, subscription_id: Arc::clone(&listener.subscription_id) };
-                if let Err(Refused::Full) = listener.mailbox.push(message, self.queue) {
+                if !listener.mailbox.push(message, self.queue) {
                     slow.push(*id);
                 }
             }
