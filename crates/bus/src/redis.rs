@@ -46,6 +46,16 @@ pub struct RedisConfig {
     pub cluster: bool,
 }
 
+impl RedisConfig {
+    /// The seed nodes of a Redis Cluster: `url` split at commas.
+    ///
+    /// # Errors
+    /// When a node's URL is invalid.
+    pub fn seed_nodes(&self) -> redis::RedisResult<Vec<redis::ConnectionInfo>> {
+        self.url.split(',').map(|node| redis::IntoConnectionInfo::into_connection_info(node.trim())).collect()
+    }
+}
+
 impl std::fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The URL may hold a password.
@@ -104,12 +114,7 @@ impl Link {
         pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
     ) -> redis::RedisResult<Self> {
         if config.cluster {
-            let nodes = config
-                .url
-                .split(',')
-                .map(|node| redis::IntoConnectionInfo::into_connection_info(node.trim()))
-                .collect::<redis::RedisResult<Vec<_>>>()?;
-            let client = redis::cluster::ClusterClientBuilder::new(nodes)
+            let client = redis::cluster::ClusterClientBuilder::new(config.seed_nodes()?)
                 .use_protocol(ProtocolVersion::RESP3)
                 .push_sender(pushes)
                 .connection_timeout(Duration::from_secs(2))

@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use switchyard_bus::RedisConfig;
 use switchyard_http::limit::{Decision, Key, RateLimiter};
 
 /// A steady rate with a burst.
@@ -126,43 +127,33 @@ impl std::fmt::Debug for RedisLimiter {
 }
 
 impl RedisLimiter {
-    /// Connects to Redis at `url`; keys are `{prefix}rl:{caller}:{target}`.
-    /// With `cluster`, `url` lists seed nodes of a Redis Cluster, separated
-    /// by commas.
+    /// Connects to the Redis `redis_config` names (one server, or with `cluster`
+    /// the seed nodes of a Redis Cluster); keys are
+    /// `{prefix}rl:{caller}:{target}`.
     ///
     /// A check waits at most about a second for Redis (connect 1 s, answer
     /// 0.5 s, one retry) before [`OnError`] decides.
     ///
     /// # Errors
     /// When a URL is invalid or Redis does not answer now.
-    pub async fn connect(
-        url: &str,
-        cluster: bool,
-        prefix: &str,
-        limits: Limits,
-        on_error: OnError,
-    ) -> redis::RedisResult<Self> {
+    pub async fn connect(redis_config: &RedisConfig, limits: Limits, on_error: OnError) -> redis::RedisResult<Self> {
         let (connect_timeout, response_timeout) = (Duration::from_secs(1), Duration::from_millis(500));
-        let link = if cluster {
-            let nodes = url
-                .split(',')
-                .map(|node| redis::IntoConnectionInfo::into_connection_info(node.trim()))
-                .collect::<redis::RedisResult<Vec<_>>>()?;
-            let client = redis::cluster::ClusterClientBuilder::new(nodes)
+        let link = if redis_config.cluster {
+            let client = redis::cluster::ClusterClientBuilder::new(redis_config.seed_nodes()?)
                 .connection_timeout(connect_timeout)
                 .response_timeout(response_timeout)
                 .retries(1)
                 .build()?;
             Link::Cluster(client.get_async_connection().await?)
         } else {
-            let client = redis::Client::open(url)?;
+            let client = redis::Client::open(redis_config.url.as_str())?;
             let config = redis::aio::ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(connect_timeout))
                 .set_response_timeout(Some(response_timeout))
                 .set_number_of_retries(1);
             Link::Single(redis::aio::ConnectionManager::new_with_config(client, config).await?)
         };
-        Ok(Self { link, script: redis::Script::new(GCRA), prefix: prefix.to_owned(), limits, on_error })
+        Ok(Self { link, script: redis::Script::new(GCRA), prefix: redis_config.prefix.clone(), limits, on_error })
     }
 }
 

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use switchyard_bus::RedisConfig;
 use switchyard_bus::testing::{RedisCluster, RedisServer};
 use switchyard_http::limit::{Decision, Key, RateLimiter};
 use switchyard_limits::{Limits, OnError, Rate, RedisLimiter};
@@ -15,8 +16,9 @@ async fn replicas_share_one_budget() {
     let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("switchyard-test-{:x}:", rand::random::<u64>());
     let limits = Limits { default: Some(Rate { per_second: 2.0, burst: 2 }), ..Limits::default() };
-    let one = RedisLimiter::connect(&url, false, &prefix, limits.clone(), OnError::Deny).await.unwrap();
-    let two = RedisLimiter::connect(&url, false, &prefix, limits, OnError::Deny).await.unwrap();
+    let redis = RedisConfig { url, prefix, cluster: false };
+    let one = RedisLimiter::connect(&redis, limits.clone(), OnError::Deny).await.unwrap();
+    let two = RedisLimiter::connect(&redis, limits, OnError::Deny).await.unwrap();
     let key = Key { principal: "10.1.1.1", target: "echo" };
     assert_eq!(one.check(key).await, Decision::Allow);
     assert_eq!(two.check(key).await, Decision::Allow);
@@ -33,8 +35,9 @@ async fn replicas_share_one_budget() {
 async fn replicas_share_one_budget_on_a_redis_cluster() {
     let cluster = RedisCluster::start().await;
     let limits = Limits { default: Some(Rate { per_second: 1.0, burst: 2 }), ..Limits::default() };
-    let one = RedisLimiter::connect(&cluster.url(&[0]), true, "c:", limits.clone(), OnError::Deny).await.unwrap();
-    let two = RedisLimiter::connect(&cluster.url(&[2, 1]), true, "c:", limits, OnError::Deny).await.unwrap();
+    let seeded = |seeds: &[usize]| RedisConfig { url: cluster.url(seeds), prefix: "c:".into(), cluster: true };
+    let one = RedisLimiter::connect(&seeded(&[0]), limits.clone(), OnError::Deny).await.unwrap();
+    let two = RedisLimiter::connect(&seeded(&[2, 1]), limits, OnError::Deny).await.unwrap();
     // Twenty callers: their keys land on all three nodes' slots.
     let callers: Vec<String> = (0..20).map(|n| format!("10.2.0.{n}")).collect();
     for caller in &callers {
@@ -56,7 +59,8 @@ async fn an_unreachable_redis_follows_the_configured_policy() {
     let mut limiters = Vec::new();
     for on_error in [OnError::Allow, OnError::Deny] {
         let limits = Limits { default: Some(Rate { per_second: 100.0, burst: 100 }), ..Limits::default() };
-        limiters.push(RedisLimiter::connect(&server.url(), false, "x:", limits, on_error).await.unwrap());
+        let redis = RedisConfig { url: server.url(), prefix: "x:".into(), cluster: false };
+        limiters.push(RedisLimiter::connect(&redis, limits, on_error).await.unwrap());
     }
     server.kill();
     let key = Key { principal: "p", target: "t" };

@@ -95,15 +95,9 @@ impl Switchyard {
             (None, _) => None,
             (Some((limits, _)), None) => Some(Arc::new(switchyard_limits::LocalLimiter::new(limits.clone()))),
             (Some((limits, on_error)), Some(redis)) => Some(Arc::new(
-                switchyard_limits::RedisLimiter::connect(
-                    &redis.url,
-                    redis.cluster,
-                    &redis.prefix,
-                    limits.clone(),
-                    *on_error,
-                )
-                .await
-                .context("connecting the rate limiter to Redis")?,
+                switchyard_limits::RedisLimiter::connect(redis, limits.clone(), *on_error)
+                    .await
+                    .context("connecting the rate limiter to Redis")?,
             )),
         };
         let verifier = match &config.auth {
