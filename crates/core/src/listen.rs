@@ -150,9 +150,14 @@ impl ListenNotification {
         self.method
     }
 
+    /// The length of the JSON-RPC message, in bytes.
+    pub fn encoded_len(&self) -> usize {
+        self.head.len() + self.subscription_id.len() + CLOSING.len()
+    }
+
     /// Appends the JSON-RPC message to `out`.
     pub fn write_to(&self, out: &mut Vec<u8>) {
-        out.reserve(self.head.len() + self.subscription_id.len() + CLOSING.len());
+        out.reserve(self.encoded_len());
         out.extend_from_slice(&self.head);
         out.extend_from_slice(&self.subscription_id);
         out.extend_from_slice(CLOSING);

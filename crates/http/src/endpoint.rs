@@ -24,7 +24,7 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     // Step 2: Origin and Host (DNS-rebinding protection).
-    if let Some(refused) = guard::refusal(&state.config, parts.version, &headers) {
+    if let Some(refused) = guard::refusal(&state.config, parts.version, &parts.uri, &headers) {
         return refused;
     }
     // Step 3 (ours): the rate limit, from headers and the connection only, so

@@ -2,7 +2,8 @@
 //! (MCP Streamable HTTP, "Security"). A browser tricked into calling a local
 //! server sends the attacker's name in both, so both are checked.
 
-use axum::http::{HeaderMap, StatusCode, Version, header};
+use axum::http::uri::Authority;
+use axum::http::{HeaderMap, StatusCode, Uri, Version, header};
 use axum::response::Response;
 
 use crate::reply;
@@ -12,15 +13,21 @@ use crate::router::Config;
 /// thing the endpoint does: a rebinding attack must not reach any MCP
 /// processing. (A plain call rather than a middleware layer: it is on every
 /// request's path, and a layer costs a boxed future per request.)
-pub fn refusal(config: &Config, version: Version, headers: &HeaderMap) -> Option<Response> {
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    match host {
-        Some(host) if allowed(&config.allowed_hosts, host_name(host)) => {}
-        Some(_) => return Some(reply::forbidden("Host not allowed")),
-        None if version >= Version::HTTP_11 => {
+///
+/// The host is named by `Host` and, on HTTP/2, by `:authority`, which hyper
+/// puts in the URI (so does an HTTP/1.1 request in absolute form); every
+/// name the request gives must be allowed, and HTTP/1.1 and later must give
+/// one.
+pub fn refusal(config: &Config, version: Version, uri: &Uri, headers: &HeaderMap) -> Option<Response> {
+    // An unreadable `Host` counts as a name, and no allowed one.
+    let host = headers.get(header::HOST).map(|h| h.to_str().unwrap_or_default());
+    let authority = uri.authority().map(Authority::host);
+    if host.is_none() && authority.is_none() {
+        if version >= Version::HTTP_11 {
             return Some(reply::plain(StatusCode::BAD_REQUEST, "Host header required"));
         }
-        None => {}
+    } else if !host.map(host_name).into_iter().chain(authority).all(|name| allowed(&config.allowed_hosts, name)) {
+        return Some(reply::forbidden("Host not allowed"));
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let name = origin.to_str().ok().and_then(origin_host);
@@ -64,6 +71,32 @@ mod tests {
         assert_eq!(origin_host("http://localhost:5173"), Some("localhost"));
         assert_eq!(origin_host("https://evil.example"), Some("evil.example"));
         assert_eq!(origin_host("null"), None);
+    }
+
+    fn refused(version: Version, uri: &str, host: Option<&str>) -> Option<StatusCode> {
+        let mut headers = HeaderMap::new();
+        if let Some(host) = host {
+            headers.insert(header::HOST, host.parse().expect("a header value"));
+        }
+        let uri: Uri = uri.parse().expect("a URI");
+        refusal(&Config::default(), version, &uri, &headers).map(|r| r.status())
+    }
+
+    #[test]
+    fn the_host_is_read_from_host_and_from_the_authority() {
+        // HTTP/1.1: `Host`, required.
+        assert_eq!(refused(Version::HTTP_11, "/mcp", Some("localhost:8080")), None);
+        assert_eq!(refused(Version::HTTP_11, "/mcp", Some("evil.example")), Some(StatusCode::FORBIDDEN));
+        assert_eq!(refused(Version::HTTP_11, "/mcp", None), Some(StatusCode::BAD_REQUEST));
+        assert_eq!(refused(Version::HTTP_10, "/mcp", None), None);
+        // HTTP/2: `:authority`, with or without a `Host` beside it; both must be allowed.
+        assert_eq!(refused(Version::HTTP_2, "http://127.0.0.1:8080/mcp", None), None);
+        assert_eq!(refused(Version::HTTP_2, "http://[::1]:8080/mcp", None), None);
+        assert_eq!(refused(Version::HTTP_2, "http://evil.example/mcp", None), Some(StatusCode::FORBIDDEN));
+        assert_eq!(refused(Version::HTTP_2, "http://user@evil.example/mcp", None), Some(StatusCode::FORBIDDEN));
+        assert_eq!(refused(Version::HTTP_2, "http://evil.example/mcp", Some("localhost")), Some(StatusCode::FORBIDDEN));
+        assert_eq!(refused(Version::HTTP_2, "http://localhost/mcp", Some("evil.example")), Some(StatusCode::FORBIDDEN));
+        assert_eq!(refused(Version::HTTP_2, "/mcp", None), Some(StatusCode::BAD_REQUEST));
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! `cacheScope`. It knows no SQL, no Redis, and not how tokens are checked.
 //!
 //! # Layout
-//! - [`router`]: the axum `Router` and [`Config`]; [`serve`] runs it.
+//! - [`router`]: the axum `Router` and [`Config`].
+//! - `serve`: [`bind`] and [`serve`], the accept loop: HTTP/1.1 and cleartext
+//!   HTTP/2 on one port.
 //! - `endpoint`: the POST handler, in the validation order of DIGEST §8.6.
 //! - [`guard`]: Origin and Host allow-lists (DNS-rebinding protection), also
 //!   applied by the binary to the admin API.
@@ -24,6 +26,8 @@ pub mod limit;
 mod mirror;
 mod reply;
 mod router;
+mod serve;
 mod trace;
 
-pub use router::{AuthLayer, Config, Health, bind, router, serve};
+pub use router::{AuthLayer, Config, Health, router};
+pub use serve::{bind, serve};

@@ -1,6 +1,5 @@
-//! The router, its configuration, and the serve loop.
+//! The router and its configuration.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -9,9 +8,7 @@ use axum::Router;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
-use axum::serve::ListenerExt as _;
 use switchyard_core::Server;
-use tokio::net::TcpListener;
 
 use std::convert::Infallible;
 
@@ -40,6 +37,14 @@ pub struct Config {
     pub keep_alive: Duration,
     /// Connections the kernel queues before they are accepted. Default 4096.
     pub listen_backlog: u32,
+    /// Streams one HTTP/2 connection may have open at once (a load balancer
+    /// carrying many clients' listen streams opens more connections when it
+    /// reaches this). Default 1000.
+    pub h2_max_concurrent_streams: u32,
+    /// How long a client may take to send a request head: from connecting
+    /// to its first request's head, and on HTTP/1.1 between requests (an
+    /// idle keep-alive connection is closed after it). Default 30 s.
+    pub header_read_timeout: Duration,
 }
 
 impl Default for Config {
@@ -52,6 +57,8 @@ impl Default for Config {
             max_body_bytes: 4 * 1024 * 1024,
             keep_alive: Duration::from_secs(15),
             listen_backlog: 4096,
+            h2_max_concurrent_streams: 1000,
+            header_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -113,7 +120,7 @@ pub fn router(
         // a boxed future per request.
         let guard_config = Arc::clone(&config);
         mcp = mcp.route_layer(auth).route_layer(axum::middleware::from_fn(move |request: Request, next: Next| {
-            let refusal = guard::refusal(&guard_config, request.version(), request.headers());
+            let refusal = guard::refusal(&guard_config, request.version(), request.uri(), request.headers());
             async move {
                 match refusal {
                     Some(refusal) => refusal,
@@ -141,41 +148,4 @@ async fn method_not_allowed(method: Method) -> Response {
         (StatusCode::METHOD_NOT_ALLOWED, format!("{method} is not supported; POST JSON-RPC messages")).into_response();
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
     response
-}
-
-/// Binds `address` with room for `backlog` connections waiting to be
-/// accepted. The stock backlog of 128 overflows when thousands of clients
-/// (re)open listen streams at once, and every overflowed SYN costs its
-/// client a one-second retransmit; the kernel caps the value at
-/// `net.core.somaxconn`.
-///
-/// # Errors
-/// When the address cannot be bound.
-pub fn bind(address: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
-    let socket = if address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
-    // A restarted replica must not wait for the old socket's TIME_WAIT.
-    socket.set_reuseaddr(true)?;
-    socket.bind(address)?;
-    socket.listen(backlog)
-}
-
-/// Serves `app` on `listener` until `shutdown` resolves, with `TCP_NODELAY` on
-/// every accepted socket (small JSON answers must not wait for Nagle). The
-/// peer address is available to handlers as `ConnectInfo<SocketAddr>`.
-///
-/// # Errors
-/// When the listener fails.
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let listener = listener.tap_io(|stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "could not set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
 }

@@ -328,6 +328,10 @@ pub struct RawHttp {
     pub keep_alive: Option<String>,
     /// Connections queued by the kernel before they are accepted. Default 4096.
     pub listen_backlog: Option<u32>,
+    /// Streams one HTTP/2 connection may have open at once. Default 1000.
+    pub h2_max_concurrent_streams: Option<u32>,
+    /// How long a client may take to send a request head. Default `"30s"`.
+    pub header_read_timeout: Option<String>,
 }
 
 /// `[state]`
@@ -476,6 +480,8 @@ impl TryFrom<RawConfig> for Config {
         let list_ttl = duration("cache.list_ttl", raw.cache.list_ttl, Duration::from_secs(60));
         let read_ttl = duration("cache.read_ttl", raw.cache.read_ttl, Duration::from_secs(60));
         let keep_alive = duration("http.keep_alive", raw.http.keep_alive, Duration::from_secs(15));
+        let header_read_timeout =
+            duration("http.header_read_timeout", raw.http.header_read_timeout, Duration::from_secs(30));
         let state_lifetime = duration("state.lifetime", raw.state.lifetime, Duration::from_secs(600));
         let shutdown_grace = duration("shutdown.grace", raw.shutdown.grace, Duration::from_secs(30));
         let registry_sync_interval =
@@ -558,7 +564,11 @@ impl TryFrom<RawConfig> for Config {
         if page_size == 0 {
             problems.push("server.page_size must be at least 1".into());
         }
-        let mut http = switchyard_http::Config { keep_alive, ..switchyard_http::Config::default() };
+        if header_read_timeout.is_zero() {
+            problems.push("http.header_read_timeout: must be more than zero".to_owned());
+        }
+        let mut http =
+            switchyard_http::Config { keep_alive, header_read_timeout, ..switchyard_http::Config::default() };
         if let Some(endpoint) = raw.http.endpoint {
             if !endpoint.starts_with('/') {
                 problems.push(format!("http.endpoint: {endpoint:?} must start with /"));
@@ -576,6 +586,9 @@ impl TryFrom<RawConfig> for Config {
         }
         if let Some(backlog) = raw.http.listen_backlog {
             http.listen_backlog = backlog.max(1);
+        }
+        if let Some(streams) = raw.http.h2_max_concurrent_streams {
+            http.h2_max_concurrent_streams = streams.max(1);
         }
 
         if raw.redis_url.as_deref().is_some_and(|url| !(url.starts_with("redis://") || url.starts_with("rediss://"))) {

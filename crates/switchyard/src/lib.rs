@@ -177,7 +177,7 @@ impl Switchyard {
     fn guarded(&self, router: axum::Router) -> axum::Router {
         let http = Arc::new(self.config.http.clone());
         router.layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
-            let refusal = switchyard_http::guard::refusal(&http, request.version(), request.headers());
+            let refusal = switchyard_http::guard::refusal(&http, request.version(), request.uri(), request.headers());
             async move {
                 match refusal {
                     Some(refusal) => refusal,
@@ -236,17 +236,19 @@ impl Switchyard {
         if let (Some(admin), Some(router)) = (&self.config.admin, self.admin_router())
             && let Some(bind) = admin.bind
         {
-            serve_beside("the admin API", bind, self.config.http.listen_backlog, router, drained.clone())?;
+            serve_beside("the admin API", bind, &self.config.http, router, drained.clone())?;
         }
         if let (Some(bind), Some(metrics)) = (self.config.metrics_bind, self.metrics_router()) {
-            serve_beside("/metrics", bind, 128, metrics, drained.clone())?;
+            let http = switchyard_http::Config { listen_backlog: 128, ..self.config.http.clone() };
+            serve_beside("/metrics", bind, &http, metrics, drained.clone())?;
         }
         let grace = self.config.shutdown_grace;
         let wait_for_drain = drained.clone();
-        let serving = switchyard_http::serve(listener, app, async move { wait_for_drain.cancelled().await });
+        let http = self.config.http.clone();
+        let serving = switchyard_http::serve(listener, app, &http, async move { wait_for_drain.cancelled().await });
         tokio::pin!(serving);
         tokio::select! {
-            result = &mut serving => result.context("serving HTTP")?,
+            () = &mut serving => {}
             () = async { drained.cancelled().await; tokio::time::sleep(grace).await } => {
                 tracing::warn!(grace_seconds = grace.as_secs(), "requests still running after the grace period; exiting");
             }
@@ -263,16 +265,16 @@ impl Switchyard {
 fn serve_beside(
     what: &'static str,
     bind: std::net::SocketAddr,
-    backlog: u32,
+    http: &switchyard_http::Config,
     router: axum::Router,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let listener = switchyard_http::bind(bind, backlog).with_context(|| format!("binding {what} to {bind}"))?;
+    let listener =
+        switchyard_http::bind(bind, http.listen_backlog).with_context(|| format!("binding {what} to {bind}"))?;
     tracing::info!(address = %listener.local_addr()?, "serving {what}");
+    let http = http.clone();
     tokio::spawn(async move {
-        if let Err(error) = switchyard_http::serve(listener, router, async move { stop.cancelled().await }).await {
-            tracing::error!(%error, "the listener of {what} failed");
-        }
+        switchyard_http::serve(listener, router, &http, async move { stop.cancelled().await }).await
     });
     Ok(())
 }

@@ -111,7 +111,21 @@ impl App {
 
     /// A client for this server.
     pub fn client(&self) -> Client {
-        Client { http: reqwest::Client::new(), url: self.endpoint.clone(), schema: self.schema.clone(), token: None }
+        self.client_over(reqwest::Client::new())
+    }
+
+    /// A client for this server that speaks cleartext HTTP/2 with prior
+    /// knowledge: every request it sends, streams included, is a stream of
+    /// one connection.
+    ///
+    /// # Panics
+    /// When the HTTP client cannot be built.
+    pub fn client_h2(&self) -> Client {
+        self.client_over(reqwest::Client::builder().http2_prior_knowledge().build().expect("an HTTP/2 client"))
+    }
+
+    fn client_over(&self, http: reqwest::Client) -> Client {
+        Client { http, url: self.endpoint.clone(), schema: self.schema.clone(), token: None }
     }
 }
 
@@ -135,6 +149,8 @@ pub fn meta(capabilities: Value) -> Value {
 pub struct Reply {
     /// HTTP status.
     pub status: u16,
+    /// The HTTP version it came over.
+    pub version: reqwest::Version,
     /// Response headers.
     pub headers: reqwest::header::HeaderMap,
     /// The JSON-RPC messages: one for a JSON answer, every SSE event otherwise.
@@ -267,7 +283,7 @@ impl Client {
         let headers = Self::headers_for(method, &params);
         let body = json!({ "jsonrpc": "2.0", "id": 42, "method": method, "params": params });
         let response = self.post(body.to_string(), &headers).await;
-        let status = response.status().as_u16();
+        let (status, version) = (response.status().as_u16(), response.version());
         let response_headers = response.headers().clone();
         let mut messages = Vec::new();
         let mut bytes = response.bytes_stream();
@@ -285,11 +301,11 @@ impl Client {
                 during().await;
             }
         }
-        Reply { status, headers: response_headers, messages }
+        Reply { status, version, headers: response_headers, messages }
     }
 
     async fn read(&self, response: reqwest::Response, method: Option<&str>, validate: Validate) -> Reply {
-        let status = response.status().as_u16();
+        let (status, version) = (response.status().as_u16(), response.version());
         let headers = response.headers().clone();
         let is_sse = headers
             .get("content-type")
@@ -309,7 +325,7 @@ impl Client {
                 self.schema.check_message(message, method);
             }
         }
-        Reply { status, headers, messages }
+        Reply { status, version, headers, messages }
     }
 }
 

@@ -6,6 +6,8 @@
 mod auth;
 /// The official MCP conformance suite, both requirement sets.
 mod conformance;
+/// Cleartext HTTP/2 beside HTTP/1.1: answers, multiplexed listen streams, Host checks, shutdown.
+mod http2;
 /// `subscriptions/listen`: acknowledgement, filtering, fan-out, shutdown.
 mod listen;
 /// Registered plugins: CLI, admin API, hot reload, restart, hostile WASM, two replicas.

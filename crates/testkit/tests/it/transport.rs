@@ -180,6 +180,38 @@ async fn oversized_bodies_and_headers_are_refused() {
     assert_eq!(reqwest::get(format!("{}/healthz", app.base_url())).await.unwrap().status(), 200);
 }
 
+/// A client that connects and says nothing, trickles a request head, or
+/// starts the HTTP/2 preface and stops, loses its connection after
+/// `http.header_read_timeout`; so does an idle keep-alive connection
+/// between requests. A prompt client on the same server is answered.
+#[tokio::test]
+async fn silent_and_trickling_clients_are_disconnected_after_the_head_deadline() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let app = switchyard_testkit::App::start(&[("SWITCHYARD_HTTP__HEADER_READ_TIMEOUT", "300ms")]).await;
+    let address = app.base_url().trim_start_matches("http://").to_owned();
+    let host = format!("POST /mcp HTTP/1.1\r\nhost: {address}\r\n");
+    let health = format!("GET /healthz HTTP/1.1\r\nhost: {address}\r\n\r\n");
+    for (what, sent) in [
+        ("nothing", String::new()),
+        ("half a request head", host.clone()),
+        ("half the HTTP/2 preface", "PRI * HTTP/2.0\r\n".to_owned()),
+        ("one request, then nothing on the kept-alive connection", health),
+    ] {
+        let started = std::time::Instant::now();
+        let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+        socket.write_all(sent.as_bytes()).await.unwrap();
+        let mut answered = Vec::new();
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), socket.read_to_end(&mut answered)).await;
+        assert!(read.is_ok(), "{what}: the connection is still open after 5 s");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(250), "{what}: closed before the deadline");
+        let answered = String::from_utf8_lossy(&answered);
+        if sent.starts_with("GET") {
+            assert!(answered.starts_with("HTTP/1.1 200"), "{what}: {answered}");
+        }
+    }
+    assert_eq!(app.client().request("tools/list", json!({})).await.status, 200);
+}
+
 #[tokio::test]
 async fn shutdown_lets_a_request_in_flight_finish() {
     let app = fixture().await;

@@ -1,0 +1,161 @@
+//! Binding and the accept loop: HTTP/1.1 and cleartext HTTP/2 on one port.
+//!
+//! Our own loop rather than `axum::serve`, for what axum does not expose: a
+//! listen backlog sized for thousands of reconnecting clients, a deadline for
+//! a request head (a client that connects and sends nothing, or trickles a
+//! head byte by byte, must not hold a connection forever), and the HTTP/2
+//! stream limit.
+//!
+//! HTTP/2 is served with prior knowledge (h2c, RFC 9113 §3.3: the client
+//! starts with the connection preface; there is no TLS here to negotiate it,
+//! TLS ends at the load balancer). It matters at scale: a load balancer that
+//! speaks HTTP/2 to the replicas carries many clients' listen streams on one
+//! connection, so an idle stream costs its stream state rather than a socket
+//! and two 8 KiB buffers, and one write carries an event to many streams.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt as _;
+
+use crate::Config;
+
+/// The first bytes of every HTTP/2 connection (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Binds `address` with room for `backlog` connections waiting to be
+/// accepted. The stock backlog of 128 overflows when thousands of clients
+/// (re)open listen streams at once, and every overflowed SYN costs its
+/// client a one-second retransmit; the kernel caps the value at
+/// `net.core.somaxconn`.
+///
+/// # Errors
+/// When the address cannot be bound.
+pub fn bind(address: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    // A restarted replica must not wait for the old socket's TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(backlog)
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then stops
+/// accepting, asks every connection to finish (HTTP/1.1: after the response
+/// in flight; HTTP/2: GOAWAY, streams in flight run to their end) and
+/// returns when all have. Each connection speaks HTTP/1.1 or, when it opens
+/// with the HTTP/2 preface, HTTP/2; `TCP_NODELAY` is set on every socket
+/// (small JSON answers must not wait for Nagle). The peer address is
+/// available to handlers as `ConnectInfo<SocketAddr>`.
+///
+/// Accept errors are logged and retried: a full file table is a reason to
+/// wait, not to stop serving.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    config: &Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let builder = std::sync::Arc::new(connection_builder(config));
+    let stop = CancellationToken::new();
+    let connections = TaskTracker::new();
+    let stopping = stop.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stopping.cancel();
+    });
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    wait_after_accept_error(&error).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "could not set TCP_NODELAY");
+        }
+        let service = app.clone().map_request(move |mut request: axum::http::Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            request.map(Body::new)
+        });
+        let (builder, stop, deadline) = (std::sync::Arc::clone(&builder), stop.clone(), config.header_read_timeout);
+        connections.spawn(async move {
+            tokio::select! {
+                revealed = protocol_revealed(&stream, deadline) => if !revealed { return },
+                () = stop.cancelled() => return,
+            }
+            let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+            tokio::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = result {
+                tracing::trace!(%error, %peer, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    connections.close();
+    connections.wait().await;
+}
+
+/// HTTP/1.1 and HTTP/2 settings of every connection.
+fn connection_builder(config: &Config) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Also between requests: an idle keep-alive connection is closed after it.
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(config.h2_max_concurrent_streams);
+    builder
+}
+
+/// Whether the client's first bytes arrive within `limit` and tell which
+/// protocol it speaks: the HTTP/2 preface whole, or anything that is not its
+/// beginning. hyper tells them apart by the same bytes but would wait for
+/// them forever; its own deadline on HTTP/1.1 heads starts only after.
+async fn protocol_revealed(stream: &tokio::net::TcpStream, limit: Duration) -> bool {
+    let revealed = async {
+        let mut first = [0; H2_PREFACE.len()];
+        loop {
+            let read = stream.peek(&mut first).await?;
+            if read == 0 {
+                return std::io::Result::Ok(false);
+            }
+            if read == first.len() || first[..read] != H2_PREFACE[..read] {
+                return Ok(true);
+            }
+            // A preface in pieces: peek would answer the same bytes at once.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    matches!(tokio::time::timeout(limit, revealed).await, Ok(Ok(true)))
+}
+
+/// A refused or reset connection is the client's business; anything else
+/// (most often a full file table, EMFILE) is logged and waited out for a
+/// second, as hyper's own server did, instead of spinning on accept.
+async fn wait_after_accept_error(error: &std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(error.kind(), ConnectionRefused | ConnectionAborted | ConnectionReset) {
+        return;
+    }
+    tracing::error!(%error, "accept failed; retrying in one second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
