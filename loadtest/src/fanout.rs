@@ -62,49 +62,122 @@ fn rounds_in(buffer: &[u8]) -> (Vec<u64>, usize) {
     }
 }
 
-/// Opens `count` streams with `request` on `address`, each on its own
-/// connection; returns once every one holds its acknowledgement (a frame
-/// containing `acknowledged`). Every later `file:///bench/{round}` is
-/// reported with its stream's index and the time of the read that brought it.
+/// How streams reach a server.
+#[derive(Clone)]
+enum Target {
+    /// One HTTP/1.1 connection per stream (as separate clients, or a load
+    /// balancer speaking HTTP/1.1 to the replicas, hold them), each opened
+    /// with this raw request.
+    Http1 { address: SocketAddr, request: String },
+    /// Cleartext HTTP/2 with prior knowledge, the streams spread evenly over
+    /// `connections` connections (as a load balancer speaking HTTP/2 to the
+    /// replicas multiplexes its clients' streams); each a `request` with `body`.
+    Http2 { address: SocketAddr, connections: usize, request: Box<http::Request<()>>, body: &'static str },
+}
+
+/// One stream's reader: finds the rounds each read brings and reports them
+/// with the stream's index, stamped with the read's time.
+struct Reader {
+    index: usize,
+    buffer: Vec<u8>,
+    heard: mpsc::UnboundedSender<(usize, u64, Instant)>,
+}
+
+impl Reader {
+    fn read(&mut self, bytes: &[u8]) {
+        let now = Instant::now();
+        self.buffer.extend_from_slice(bytes);
+        let (rounds, consumed) = rounds_in(&self.buffer);
+        for round in rounds {
+            let _ = self.heard.send((self.index, round, now));
+        }
+        self.buffer.drain(..consumed);
+    }
+}
+
+/// Opens `count` streams on `target`; returns once every one holds its
+/// acknowledgement (a frame containing `acknowledged`). Every later
+/// `file:///bench/{round}` is reported with its stream's index and the time
+/// of the read that brought it.
 async fn open_streams(
-    address: SocketAddr,
-    request: &str,
+    target: &Target,
     count: usize,
     heard: &mpsc::UnboundedSender<(usize, u64, Instant)>,
 ) -> anyhow::Result<Streams> {
     let (ready, mut acknowledged) = mpsc::channel::<anyhow::Result<()>>(count);
     let mut tasks = Vec::with_capacity(count);
-    for index in 0..count {
-        let (request, heard, ready) = (request.to_owned(), heard.clone(), ready.clone());
-        tasks.push(tokio::spawn(async move {
-            let opened = async {
-                let mut socket = tokio::net::TcpStream::connect(address).await?;
+    let connections = match target {
+        Target::Http1 { .. } => Vec::new(),
+        Target::Http2 { address, connections, .. } => {
+            let mut senders = Vec::with_capacity(*connections);
+            for _ in 0..*connections {
+                let socket = tokio::net::TcpStream::connect(address).await?;
                 socket.set_nodelay(true)?;
-                socket.write_all(request.as_bytes()).await?;
-                let mut buffer = Vec::with_capacity(4096);
-                while !buffer.windows(12).any(|w| w == b"acknowledged") {
-                    anyhow::ensure!(socket.read_buf(&mut buffer).await? > 0, "closed before its acknowledgement");
-                }
-                anyhow::Ok(socket)
+                // Windows wide enough that no round waits for a WINDOW_UPDATE.
+                let (sender, connection) = h2::client::Builder::new()
+                    .initial_window_size(1 << 20)
+                    .initial_connection_window_size(1 << 30)
+                    .handshake::<_, bytes::Bytes>(socket)
+                    .await?;
+                tasks.push(tokio::spawn(async move {
+                    let _ = connection.await;
+                }));
+                senders.push(sender);
+            }
+            senders
+        }
+    };
+    for index in 0..count {
+        let (target, ready) = (target.clone(), ready.clone());
+        let mut reader = Reader { index, buffer: Vec::with_capacity(4096), heard: heard.clone() };
+        let sender = connections.get(index % connections.len().max(1)).cloned();
+        tasks.push(tokio::spawn(async move {
+            let until_acknowledged = |bytes: &[u8], seen: &mut Vec<u8>| {
+                seen.extend_from_slice(bytes);
+                seen.windows(12).any(|w| w == b"acknowledged")
             };
-            let mut socket = match opened.await {
-                Ok(socket) => {
-                    let _ = ready.send(Ok(())).await;
-                    socket
+            match target {
+                Target::Http1 { address, request } => {
+                    let opened = async {
+                        let mut socket = tokio::net::TcpStream::connect(address).await?;
+                        socket.set_nodelay(true)?;
+                        socket.write_all(request.as_bytes()).await?;
+                        let (mut chunk, mut seen) = (vec![0; 4096], Vec::new());
+                        loop {
+                            let read = socket.read(&mut chunk).await?;
+                            anyhow::ensure!(read > 0, "closed before its acknowledgement");
+                            if until_acknowledged(&chunk[..read], &mut seen) {
+                                break anyhow::Ok(socket);
+                            }
+                        }
+                    };
+                    let Some(mut socket) = report(opened.await, &ready).await else { return };
+                    let mut chunk = vec![0; 4096];
+                    while let Ok(read @ 1..) = socket.read(&mut chunk).await {
+                        reader.read(&chunk[..read]);
+                    }
                 }
-                Err(error) => {
-                    let _ = ready.send(Err(error)).await;
-                    return;
+                Target::Http2 { request, body, .. } => {
+                    let opened = async {
+                        let mut sender = sender.context("a connection")?.ready().await?;
+                        let (response, mut send) = sender.send_request(*request, false)?;
+                        send.send_data(bytes::Bytes::from_static(body.as_bytes()), true)?;
+                        let mut stream = response.await?.into_body();
+                        let mut seen = Vec::new();
+                        loop {
+                            let data = stream.data().await.context("ended before its acknowledgement")??;
+                            let _ = stream.flow_control().release_capacity(data.len());
+                            if until_acknowledged(&data, &mut seen) {
+                                break anyhow::Ok(stream);
+                            }
+                        }
+                    };
+                    let Some(mut stream) = report(opened.await, &ready).await else { return };
+                    while let Some(Ok(data)) = stream.data().await {
+                        let _ = stream.flow_control().release_capacity(data.len());
+                        reader.read(&data);
+                    }
                 }
-            };
-            let mut buffer = Vec::with_capacity(4096);
-            while socket.read_buf(&mut buffer).await.is_ok_and(|n| n > 0) {
-                let now = Instant::now();
-                let (rounds, consumed) = rounds_in(&buffer);
-                for round in rounds {
-                    let _ = heard.send((index, round, now));
-                }
-                buffer.drain(..consumed);
             }
         }));
     }
@@ -118,25 +191,75 @@ async fn open_streams(
     Ok(streams)
 }
 
-/// The HTTP/1.1 request of a listen stream on `server`.
-fn raw_listen_request(server: &Server) -> anyhow::Result<(SocketAddr, String)> {
-    let url = reqwest::Url::parse(&server.url)?;
-    let address = url.socket_addrs(|| None)?.into_iter().next().context("an address")?;
-    let request = format!(
-        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n{LISTEN}",
-        url.path(),
-        address,
-        LISTEN.len()
-    );
-    Ok((address, request))
+/// Tells the waiting `open_streams` whether a stream opened; the stream if it did.
+async fn report<T>(opened: anyhow::Result<T>, ready: &mpsc::Sender<anyhow::Result<()>>) -> Option<T> {
+    match opened {
+        Ok(stream) => {
+            let _ = ready.send(Ok(())).await;
+            Some(stream)
+        }
+        Err(error) => {
+            let _ = ready.send(Err(error)).await;
+            None
+        }
+    }
 }
 
-/// Resident memory each of `count` idle streams opened with `request` costs
+/// The address of a server's URL.
+fn address_of(url: &str) -> anyhow::Result<SocketAddr> {
+    reqwest::Url::parse(url)?.socket_addrs(|| None)?.into_iter().next().context("an address")
+}
+
+/// Listen streams on `server`, over HTTP/1.1, or over HTTP/2 when
+/// `h2_connections` says how many connections carry them.
+fn listen_streams(server: &Server, h2_connections: Option<usize>) -> anyhow::Result<Target> {
+    let url = reqwest::Url::parse(&server.url)?;
+    let address = address_of(&server.url)?;
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "subscriptions/listen"),
+    ];
+    Ok(match h2_connections {
+        None => {
+            let mut request = format!("POST {} HTTP/1.1\r\nhost: {address}\r\n", url.path());
+            for (name, value) in headers {
+                request.push_str(&format!("{name}: {value}\r\n"));
+            }
+            request.push_str(&format!("content-length: {}\r\n\r\n{LISTEN}", LISTEN.len()));
+            Target::Http1 { address, request }
+        }
+        Some(connections) => {
+            let mut request = http::Request::post(format!("http://{address}{}", url.path()));
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            Target::Http2 { address, connections, request: Box::new(request.body(())?), body: LISTEN }
+        }
+    })
+}
+
+/// The bare broadcaster's SSE streams, over HTTP/1.1 or HTTP/2.
+fn bare_streams(bare: &Server, h2_connections: Option<usize>) -> anyhow::Result<Target> {
+    let address = address_of(&bare.url)?;
+    Ok(match h2_connections {
+        None => Target::Http1 { address, request: format!("GET /sse HTTP/1.1\r\nhost: {address}\r\n\r\n") },
+        Some(connections) => Target::Http2 {
+            address,
+            connections,
+            request: Box::new(http::Request::get(format!("http://{address}/sse")).body(())?),
+            body: "",
+        },
+    })
+}
+
+/// Resident memory each of `count` idle streams opened on `target` costs
 /// the process `pid`, bytes.
-async fn per_stream_memory(pid: u32, address: SocketAddr, request: &str, count: usize) -> anyhow::Result<f64> {
+async fn per_stream_memory(pid: u32, target: &Target, count: usize) -> anyhow::Result<f64> {
     let (heard, _ignored) = mpsc::unbounded_channel();
     let before = rss(pid)?;
-    let streams = open_streams(address, request, count, &heard).await?;
+    let streams = open_streams(target, count, &heard).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = rss(pid)?;
     drop(streams);
@@ -192,51 +315,81 @@ async fn measure(
     Ok(Fanout { times, cpu_each })
 }
 
-pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64) -> anyhow::Result<()> {
+/// Streams hyper (and so the bare server, on `axum::serve`) allows on one
+/// HTTP/2 connection by default.
+const BARE_H2_STREAMS_PER_CONNECTION: usize = 200;
+
+pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64, h2_connections: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        h2_connections > 0 && streams.div_ceil(h2_connections) <= BARE_H2_STREAMS_PER_CONNECTION,
+        "the bare server takes {BARE_H2_STREAMS_PER_CONNECTION} streams per HTTP/2 connection: \
+         {streams} streams need --h2-connections {} or more",
+        streams.div_ceil(BARE_H2_STREAMS_PER_CONNECTION)
+    );
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("switchyard-loadtest-{}:", std::process::id());
     let env = [("SWITCHYARD_REDIS_URL", redis.as_str()), ("SWITCHYARD_REDIS_PREFIX", prefix.as_str())];
     let (a, b) = (start_switchyard_with(binary, &env).await?, start_switchyard_with(binary, &env).await?);
-    let (address_a, request_a) = raw_listen_request(&a)?;
-    let (address_b, request_b) = raw_listen_request(&b)?;
     let (pid_a, pid_b) = (a.child.id(), b.child.id());
     let publish_on_a = format!("{}/notifications/resources/updated", a.url.replace("/mcp", "/admin/v1"));
     let bare = start_bare().await?;
-    let bare_address = reqwest::Url::parse(&bare.url)?.socket_addrs(|| None)?[0];
-    let bare_request = format!("GET /sse HTTP/1.1\r\nhost: {bare_address}\r\n\r\n");
     let publish_on_bare = format!("{}publish", bare.url);
+    let (on_a, on_b, on_bare) = (listen_streams(&a, None)?, listen_streams(&b, None)?, bare_streams(&bare, None)?);
+    let h2 = Some(h2_connections);
+    let (on_b_h2, on_bare_h2) = (listen_streams(&b, h2)?, bare_streams(&bare, h2)?);
 
-    // Memory first, while every server is fresh.
-    let bare_each = per_stream_memory(bare.child.id(), bare_address, &bare_request, streams).await?;
-    let ours_each = per_stream_memory(pid_b, address_b, &request_b, streams).await?;
+    // Memory first, while every server is fresh (each measured on a process
+    // that held no streams before, so freed memory is not counted as reused).
+    let memory = [
+        ("listen stream, HTTP/1.1 (a connection each)", per_stream_memory(pid_b, &on_b, streams).await?),
+        ("bare axum SSE stream, HTTP/1.1", per_stream_memory(bare.child.id(), &on_bare, streams).await?),
+    ];
+    let fresh = start_switchyard_with(binary, &env).await?;
+    let fresh_bare = start_bare().await?;
+    let memory_h2 = [
+        (
+            format!("listen stream, HTTP/2 ({h2_connections} connections)"),
+            per_stream_memory(fresh.child.id(), &listen_streams(&fresh, h2)?, streams).await?,
+        ),
+        (
+            format!("bare axum SSE stream, HTTP/2 ({h2_connections} connections)"),
+            per_stream_memory(fresh_bare.child.id(), &bare_streams(&fresh_bare, h2)?, streams).await?,
+        ),
+    ];
+    drop((fresh, fresh_bare));
 
     let mut round_numbers = 1..;
     let (tx, mut heard) = mpsc::unbounded_channel();
+    let mut run = async |targets: &[&Target], publish: &str, pids: &[u32]| {
+        let mut open = Vec::new();
+        for target in targets {
+            open.push(open_streams(target, streams, &tx).await?);
+        }
+        measure(publish, pids, &mut heard, targets.len() * streams, &mut round_numbers, rounds).await
+    };
     // Across replicas: published on A, heard on B only (the issue's target).
-    let on_b = open_streams(address_b, &request_b, streams, &tx).await?;
-    let across = measure(&publish_on_a, &[pid_a, pid_b], &mut heard, streams, &mut round_numbers, rounds).await?;
-    drop(on_b);
+    let across = run(&[&on_b], &publish_on_a, &[pid_a, pid_b]).await?;
+    let across_h2 = run(&[&on_b_h2], &publish_on_a, &[pid_a, pid_b]).await?;
     // Local: published on A, heard on A.
-    let on_a = open_streams(address_a, &request_a, streams, &tx).await?;
-    let local = measure(&publish_on_a, &[pid_a], &mut heard, streams, &mut round_numbers, rounds).await?;
+    let local = run(&[&on_a], &publish_on_a, &[pid_a]).await?;
     // Both at once, on the one core the replicas share here.
-    let on_b = open_streams(address_b, &request_b, streams, &tx).await?;
-    let both = measure(&publish_on_a, &[pid_a, pid_b], &mut heard, 2 * streams, &mut round_numbers, rounds).await?;
-    drop((on_a, on_b));
+    let both = run(&[&on_a, &on_b], &publish_on_a, &[pid_a, pid_b]).await?;
     // The floor: a bare axum server writing one event to as many SSE streams.
-    let on_bare = open_streams(bare_address, &bare_request, streams, &tx).await?;
-    let floor = measure(&publish_on_bare, &[bare.child.id()], &mut heard, streams, &mut round_numbers, rounds).await?;
-    drop(on_bare);
+    let floor = run(&[&on_bare], &publish_on_bare, &[bare.child.id()]).await?;
+    let floor_h2 = run(&[&on_bare_h2], &publish_on_bare, &[bare.child.id()]).await?;
 
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
     println!("## resources/updated published on replica A, {rounds} rounds, {streams} streams per server\n");
     println!("| heard on | p50 ms | p99 ms | max ms | server CPU per notification |");
     println!("|---|---|---|---|---|");
+    let over_h2 = format!("HTTP/2, {h2_connections} connections");
     for (name, run) in [
-        (format!("{streams} streams on B (across replicas, Redis)"), &across),
-        (format!("{streams} streams on A (local)"), &local),
-        (format!("{streams} on A and {streams} on B"), &both),
-        (format!("{streams} SSE streams of a bare axum broadcaster (local)"), &floor),
+        (format!("{streams} streams on B (across replicas, Redis), HTTP/1.1"), &across),
+        (format!("{streams} streams on B (across replicas, Redis), {over_h2}"), &across_h2),
+        (format!("{streams} streams on A (local), HTTP/1.1"), &local),
+        (format!("{streams} on A and {streams} on B, HTTP/1.1"), &both),
+        (format!("{streams} SSE streams of a bare axum broadcaster (local), HTTP/1.1"), &floor),
+        (format!("{streams} SSE streams of a bare axum broadcaster (local), {over_h2}"), &floor_h2),
     ] {
         println!(
             "| {name} | {} | {} | {} | {:.1} µs |",
@@ -246,18 +399,22 @@ pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64) -> anyhow
             run.cpu_each.as_secs_f64() * 1e6
         );
     }
+    let ratio = |ours: &Fanout, bare: &Fanout| {
+        percentile(&ours.times, 0.99).as_secs_f64() / percentile(&bare.times, 0.99).as_secs_f64().max(1e-9)
+    };
     println!(
-        "\np99 across replicas with {streams} streams: {} ms (target < 10 ms); local p99 as a ratio to the bare broadcaster's: {:.2}",
+        "\np99 across replicas with {streams} streams (target < 10 ms): {} ms over HTTP/1.1, {} ms over {over_h2}; \
+         local p99 as a ratio to the bare broadcaster's, HTTP/1.1: {:.2}",
         ms(percentile(&across.times, 0.99)),
-        percentile(&local.times, 0.99).as_secs_f64() / percentile(&floor.times, 0.99).as_secs_f64().max(1e-9)
+        ms(percentile(&across_h2.times, 0.99)),
+        ratio(&local, &floor),
     );
-    println!(
-        "idle listen stream: {:.1} KiB of resident memory each ({:.0} streams per GiB; target >= 100,000); \
-         an idle SSE stream of the bare axum server: {:.1} KiB",
-        ours_each / 1024.0,
-        (1u64 << 30) as f64 / ours_each.max(1.0),
-        bare_each / 1024.0,
-    );
+    println!("\n| idle stream | resident memory each | streams per GiB |");
+    println!("|---|---|---|");
+    for (name, each) in memory.iter().map(|(name, each)| ((*name).to_owned(), *each)).chain(memory_h2) {
+        println!("| {name} | {:.1} KiB | {:.0} |", each / 1024.0, (1u64 << 30) as f64 / each.max(1.0));
+    }
+    println!("\ntarget: >= 100,000 idle listen streams per GiB (about 10 KiB each)");
     Ok(())
 }
 

@@ -110,6 +110,9 @@ enum Scenario {
         /// Notifications published.
         #[arg(long, default_value_t = 20)]
         rounds: u64,
+        /// HTTP/2 connections that carry the streams of the HTTP/2 rows.
+        #[arg(long, default_value_t = 5)]
+        h2_connections: usize,
     },
     /// Two replicas on one Redis against one, the load spread round robin:
     /// throughput and CPU per request. Needs Redis (`REDIS_URL`).
@@ -177,8 +180,8 @@ fn main() -> anyhow::Result<()> {
         Scenario::ListenBurst { switchyard, clients } => {
             runtime.block_on(listen_burst::listen_burst(&switchyard, clients))
         }
-        Scenario::Fanout { switchyard, streams, rounds } => {
-            runtime.block_on(fanout::fanout(&switchyard, streams, rounds))
+        Scenario::Fanout { switchyard, streams, rounds, h2_connections } => {
+            runtime.block_on(fanout::fanout(&switchyard, streams, rounds, h2_connections))
         }
         Scenario::AuthCall { switchyard, requests, concurrency } => {
             runtime.block_on(auth_call::auth_call(&switchyard, requests, concurrency))
@@ -693,7 +696,7 @@ async fn all(binary: PathBuf, wasm: PathBuf) -> anyhow::Result<()> {
         ("auth-call", Box::pin(auth_call::auth_call(&binary, 10_000, 16))),
         ("plugin-call", Box::pin(plugin_call(binary.clone(), wasm.clone(), 20_000, 16, 2_000))),
         ("wasm-call", Box::pin(wasm_call::wasm_call(&wasm, 3_000))),
-        ("fanout", Box::pin(fanout::fanout(&binary, 1_000, 20))),
+        ("fanout", Box::pin(fanout::fanout(&binary, 1_000, 20, 5))),
         ("listen-burst", Box::pin(listen_burst::listen_burst(&binary, 2_000))),
         ("replicas", Box::pin(replicas(&binary, 50_000, 16))),
         ("cold-start", Box::pin(cold_start(&binary, 10))),
