@@ -340,22 +340,20 @@ pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64, h2_connec
 
     // Memory first, while every server is fresh (each measured on a process
     // that held no streams before, so freed memory is not counted as reused).
-    let memory = [
-        ("listen stream, HTTP/1.1 (a connection each)", per_stream_memory(pid_b, &on_b, streams).await?),
-        ("bare axum SSE stream, HTTP/1.1", per_stream_memory(bare.child.id(), &on_bare, streams).await?),
+    let mut memory = vec![
+        ("listen stream, HTTP/1.1 (a connection each)".to_owned(), per_stream_memory(pid_b, &on_b, streams).await?),
+        ("bare axum SSE stream, HTTP/1.1".to_owned(), per_stream_memory(bare.child.id(), &on_bare, streams).await?),
     ];
     let fresh = start_switchyard_with(binary, &env).await?;
     let fresh_bare = start_bare().await?;
-    let memory_h2 = [
-        (
-            format!("listen stream, HTTP/2 ({h2_connections} connections)"),
-            per_stream_memory(fresh.child.id(), &listen_streams(&fresh, h2)?, streams).await?,
-        ),
-        (
-            format!("bare axum SSE stream, HTTP/2 ({h2_connections} connections)"),
-            per_stream_memory(fresh_bare.child.id(), &bare_streams(&fresh_bare, h2)?, streams).await?,
-        ),
-    ];
+    memory.push((
+        format!("listen stream, HTTP/2 ({h2_connections} connections)"),
+        per_stream_memory(fresh.child.id(), &listen_streams(&fresh, h2)?, streams).await?,
+    ));
+    memory.push((
+        format!("bare axum SSE stream, HTTP/2 ({h2_connections} connections)"),
+        per_stream_memory(fresh_bare.child.id(), &bare_streams(&fresh_bare, h2)?, streams).await?,
+    ));
     drop((fresh, fresh_bare));
 
     let mut round_numbers = 1..;
@@ -411,7 +409,7 @@ pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64, h2_connec
     );
     println!("\n| idle stream | resident memory each | streams per GiB |");
     println!("|---|---|---|");
-    for (name, each) in memory.iter().map(|(name, each)| ((*name).to_owned(), *each)).chain(memory_h2) {
+    for (name, each) in &memory {
         println!("| {name} | {:.1} KiB | {:.0} |", each / 1024.0, (1u64 << 30) as f64 / each.max(1.0));
     }
     println!("\ntarget: >= 100,000 idle listen streams per GiB (about 10 KiB each)");

@@ -60,23 +60,15 @@ pub fn bind(address: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
 ///
 /// Accept errors are logged and retried: a full file table is a reason to
 /// wait, not to stop serving.
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    config: &Config,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) {
+pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown: impl Future<Output = ()>) {
     let builder = std::sync::Arc::new(connection_builder(config));
+    // Tells every connection task to finish, once `shutdown` resolves.
     let stop = CancellationToken::new();
     let connections = TaskTracker::new();
-    let stopping = stop.clone();
-    tokio::spawn(async move {
-        shutdown.await;
-        stopping.cancel();
-    });
+    tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
-            () = stop.cancelled() => break,
+            () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -113,6 +105,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    stop.cancel();
     connections.close();
     connections.wait().await;
 }

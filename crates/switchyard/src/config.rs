@@ -479,9 +479,10 @@ impl TryFrom<RawConfig> for Config {
         let discover_ttl = duration("cache.discover_ttl", raw.cache.discover_ttl, Duration::from_secs(3600));
         let list_ttl = duration("cache.list_ttl", raw.cache.list_ttl, Duration::from_secs(60));
         let read_ttl = duration("cache.read_ttl", raw.cache.read_ttl, Duration::from_secs(60));
-        let keep_alive = duration("http.keep_alive", raw.http.keep_alive, Duration::from_secs(15));
+        let http_defaults = switchyard_http::Config::default();
+        let keep_alive = duration("http.keep_alive", raw.http.keep_alive, http_defaults.keep_alive);
         let header_read_timeout =
-            duration("http.header_read_timeout", raw.http.header_read_timeout, Duration::from_secs(30));
+            duration("http.header_read_timeout", raw.http.header_read_timeout, http_defaults.header_read_timeout);
         let state_lifetime = duration("state.lifetime", raw.state.lifetime, Duration::from_secs(600));
         let shutdown_grace = duration("shutdown.grace", raw.shutdown.grace, Duration::from_secs(30));
         let registry_sync_interval =
@@ -567,8 +568,7 @@ impl TryFrom<RawConfig> for Config {
         if header_read_timeout.is_zero() {
             problems.push("http.header_read_timeout: must be more than zero".to_owned());
         }
-        let mut http =
-            switchyard_http::Config { keep_alive, header_read_timeout, ..switchyard_http::Config::default() };
+        let mut http = switchyard_http::Config { keep_alive, header_read_timeout, ..http_defaults };
         if let Some(endpoint) = raw.http.endpoint {
             if !endpoint.starts_with('/') {
                 problems.push(format!("http.endpoint: {endpoint:?} must start with /"));
@@ -924,11 +924,13 @@ mod tests {
                 ("SWITCHYARD_SERVER__CALL_TIMEOUT", "soon"),
                 ("SWITCHYARD_PLUGINS", "nope"),
                 ("SWITCHYARD_DATABASE_URL", "mysql://db/x"),
+                ("SWITCHYARD_HTTP__HEADER_READ_TIMEOUT", "0s"),
             ]),
         )
         .unwrap();
         let Invalid(problems) = Config::try_from(raw).unwrap_err();
-        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert_eq!(problems.len(), 5, "{problems:?}");
+        assert!(problems.iter().any(|p| p.starts_with("http.header_read_timeout")), "{problems:?}");
         assert!(RawConfig::load(None, env(&[("SWITCHYARD_NO_SUCH_KEY", "1")])).is_err());
     }
 

@@ -244,8 +244,8 @@ impl Switchyard {
         }
         let grace = self.config.shutdown_grace;
         let wait_for_drain = drained.clone();
-        let http = self.config.http.clone();
-        let serving = switchyard_http::serve(listener, app, &http, async move { wait_for_drain.cancelled().await });
+        let serving =
+            switchyard_http::serve(listener, app, &self.config.http, async move { wait_for_drain.cancelled().await });
         tokio::pin!(serving);
         tokio::select! {
             () = &mut serving => {}
