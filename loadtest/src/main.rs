@@ -757,7 +757,8 @@ async fn plugin_call(
     concurrency: usize,
     latency_requests: usize,
 ) -> anyhow::Result<()> {
-    let server = start_switchyard(&binary).await?;
+    // The upstream runs on loopback, which the outbound policy refuses unless allowed.
+    let server = start_switchyard_with(&binary, &[("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8")]).await?;
     let upstream = start_switchyard(&binary).await?;
     register_plugins(&server, &wasm, &upstream).await?;
     let scenarios: [(&str, &'static str, Headers); 3] = [

@@ -34,7 +34,7 @@ async fn per_call(
 ) -> anyhow::Result<Duration> {
     let sha: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     let module = runtime.compile(&sha, bytes).await?;
-    let spec = WasmSpec::parse(&json!({"artifact": sha}), 256 << 20)?;
+    let spec = WasmSpec::parse(&json!({"artifact": sha}), 256 << 20, &switchyard_wasm::HostDirs::default())?;
     let plugin = WasmPlugin::load(runtime, "measure", &module, spec).await?;
     let mut arguments = Map::new();
     arguments.insert("value".into(), json!(1));

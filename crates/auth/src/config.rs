@@ -30,8 +30,13 @@ pub struct Config {
     /// The least time between two fetches of an issuer's keys caused by an
     /// unknown `kid`. Default 30 s.
     pub jwks_min_refetch: Duration,
-    /// How long an introspection answer without `exp` is trusted. Default 60 s.
+    /// How long an active introspection answer is trusted, with or without
+    /// `exp`: the token is asked about again after it, so a revocation is
+    /// seen within it. Default 60 s.
     pub introspection_max_age: Duration,
+    /// How long a token the introspection endpoint refused (inactive, another
+    /// audience, expired) is remembered as refused. Default 10 s.
+    pub introspection_negative_ttl: Duration,
     /// A human-readable name for the metadata's `resource_name`.
     pub resource_name: Option<String>,
     /// Timeout of every request to an authorization server. Default 5 s.
@@ -52,6 +57,7 @@ impl Config {
             jwks_refresh: Duration::from_secs(600),
             jwks_min_refetch: Duration::from_secs(30),
             introspection_max_age: Duration::from_secs(60),
+            introspection_negative_ttl: Duration::from_secs(10),
             resource_name: None,
             http_timeout: Duration::from_secs(5),
         }

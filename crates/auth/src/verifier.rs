@@ -21,8 +21,10 @@ pub struct Verifier {
     config: Config,
     issuers: Vec<IssuerKeys>,
     http: reqwest::Client,
-    /// Verified principals by SHA-256 of the token, each until its token expires.
-    cache: moka::sync::Cache<[u8; 32], Arc<Principal>>,
+    /// Verdicts by SHA-256 of the token: verified principals until their
+    /// token expires (introspected ones at most `introspection_max_age`),
+    /// introspection refusals for `introspection_negative_ttl`.
+    cache: moka::sync::Cache<[u8; 32], Verdict>,
     /// The audiences an introspected token may name.
     introspection_audiences: Vec<String>,
 }
@@ -33,12 +35,19 @@ impl std::fmt::Debug for Verifier {
     }
 }
 
-/// Entries live until their token expires.
+/// What the cache remembers of a token, and until when.
+#[derive(Clone)]
+struct Verdict {
+    outcome: Result<Arc<Principal>, Rejection>,
+    until: SystemTime,
+}
+
+/// Entries live until their verdict's time.
 struct UntilExpiry;
 
-impl moka::Expiry<[u8; 32], Arc<Principal>> for UntilExpiry {
-    fn expire_after_create(&self, _key: &[u8; 32], value: &Arc<Principal>, _created_at: Instant) -> Option<Duration> {
-        Some(value.expires_at.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
+impl moka::Expiry<[u8; 32], Verdict> for UntilExpiry {
+    fn expire_after_create(&self, _key: &[u8; 32], value: &Verdict, _created_at: Instant) -> Option<Duration> {
+        Some(value.until.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
     }
 }
 
@@ -97,21 +106,37 @@ impl Verifier {
     /// authorization server could not be asked.
     pub async fn verify(&self, token: &str) -> Result<Arc<Principal>, Rejection> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some(principal) = self.cache.get(&digest) {
-            // The cache evicts lazily; an entry can outlive its token briefly.
-            if principal.expires_at > SystemTime::now() {
-                return Ok(principal);
+        if let Some(verdict) = self.cache.get(&digest) {
+            // The cache evicts lazily; an entry can outlive its verdict briefly.
+            if verdict.until > SystemTime::now() {
+                return verdict.outcome;
             }
         }
-        let principal = Arc::new(if token.split('.').count() == 3 {
-            self.verify_jwt(token).await?
+        let principal = if token.split('.').count() == 3 {
+            Arc::new(self.verify_jwt(token).await?)
         } else if let Some(introspection) = &self.config.introspection {
             let max_age = self.config.introspection_max_age;
-            introspect(&self.http, introspection, &self.introspection_audiences, max_age, token).await?
+            match introspect(&self.http, introspection, &self.introspection_audiences, max_age, token).await {
+                Ok(principal) => {
+                    // Asked again after `max_age`, however late `exp` is.
+                    let until = principal.expires_at.min(SystemTime::now() + max_age);
+                    let principal = Arc::new(principal);
+                    self.cache.insert(digest, Verdict { outcome: Ok(Arc::clone(&principal)), until });
+                    return Ok(principal);
+                }
+                // The server could not be asked: ask again next time.
+                Err(Rejection::Unavailable) => return Err(Rejection::Unavailable),
+                // A definite no: repeating the token costs no call for a while.
+                Err(refused) => {
+                    let until = SystemTime::now() + self.config.introspection_negative_ttl;
+                    self.cache.insert(digest, Verdict { outcome: Err(refused.clone()), until });
+                    return Err(refused);
+                }
+            }
         } else {
             return Err(Rejection::Malformed);
-        });
-        self.cache.insert(digest, Arc::clone(&principal));
+        };
+        self.cache.insert(digest, Verdict { outcome: Ok(Arc::clone(&principal)), until: principal.expires_at });
         Ok(principal)
     }
 

@@ -351,7 +351,13 @@ impl Call<'_> {
         let mut waiting = Vec::with_capacity(requests.len());
         let registered = Unregister {
             pending,
-            ids: requests.keys().map(|_| RequestId::String(legacy::request_id(&self.server.replica))).collect(),
+            ids: requests
+                .keys()
+                .map(|_| {
+                    let principal = self.request.caller.principal.as_deref();
+                    RequestId::String(legacy::request_id(&self.server.sealer, &self.server.replica, principal))
+                })
+                .collect(),
         };
         for ((key, input_request), id) in requests.into_iter().zip(&registered.ids) {
             let (sender, receiver) = tokio::sync::oneshot::channel();

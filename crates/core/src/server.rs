@@ -111,6 +111,9 @@ pub struct Server {
     pub(crate) config: Config,
     server_info: Value,
     pub(crate) legacy_pending: PendingResponses,
+    /// The ids of answers this replica relayed lately: a client repeating
+    /// an answer cannot make us publish it again.
+    relayed: crate::legacy::RecentIds,
     /// This process's name in the input request ids it mints, and the owner
     /// name of the tasks it runs.
     pub(crate) replica: String,
@@ -135,7 +138,17 @@ impl Server {
         let server_info = json!({ "name": config.server_name, "version": config.server_version });
         let sealer = StateSealer::new(config.state_keys.clone(), config.state_lifetime);
         let replica = format!("{:016x}", rand::random::<u64>());
-        Self { catalog, hub, sealer, config, server_info, legacy_pending: Default::default(), replica, tasks: None }
+        Self {
+            catalog,
+            hub,
+            sealer,
+            config,
+            server_info,
+            legacy_pending: Default::default(),
+            relayed: crate::legacy::RecentIds::default(),
+            replica,
+            tasks: None,
+        }
     }
 
     /// Serves the Tasks extension with `tasks`: advertised in
@@ -184,40 +197,41 @@ impl Server {
         &self.replica
     }
 
-    /// Hands a legacy client's answer to the request that asked for it: here,
-    /// or over the bus to the replica whose id it carries.
+    /// Hands a legacy client's answer, from `principal`, to the request that
+    /// asked for it: here, or over the bus to the replica whose id it
+    /// carries. An id we did not mint, or minted for another caller, goes
+    /// nowhere, and neither does a second answer to an id already relayed.
     pub async fn deliver_response(
         &self,
         id: &RequestId,
         outcome: std::result::Result<Value, ErrorObject>,
+        principal: Option<&str>,
     ) -> Delivered {
-        let owner = match id {
-            RequestId::String(text) => crate::legacy::replica_of(text),
-            RequestId::Number(_) => None,
+        let RequestId::String(text) = id else { return Delivered::Unknown };
+        let Some(owner) = crate::legacy::verified_owner(&self.sealer, text, principal) else {
+            return Delivered::Unknown;
         };
-        match owner {
-            Some(replica) if replica != self.replica => {
-                let RequestId::String(text) = id else { return Delivered::Unknown };
-                let response = match outcome {
-                    Ok(result) => json!({ "result": result }),
-                    Err(error) => json!({ "error": error }),
-                };
-                let event = Event::RelayedAnswer { replica: replica.to_owned(), id: text.clone(), response };
-                match self.catalog.bus().publish(event).await {
-                    Ok(()) => Delivered::Relayed,
-                    Err(error) => {
-                        tracing::warn!(%error, "could not relay a client's answer to its replica");
-                        Delivered::Unknown
-                    }
-                }
-            }
-            _ => {
-                let waiting = self.legacy_pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-                if waiting.is_some_and(|sender| sender.send(outcome).is_ok()) {
-                    Delivered::Here
-                } else {
-                    Delivered::Unknown
-                }
+        if owner == self.replica {
+            let waiting = self.legacy_pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+            return if waiting.is_some_and(|sender| sender.send(outcome).is_ok()) {
+                Delivered::Here
+            } else {
+                Delivered::Unknown
+            };
+        }
+        if !self.relayed.first_time(text) {
+            return Delivered::Unknown;
+        }
+        let response = match outcome {
+            Ok(result) => json!({ "result": result }),
+            Err(error) => json!({ "error": error }),
+        };
+        let event = Event::RelayedAnswer { replica: owner.to_owned(), id: text.clone(), response };
+        match self.catalog.bus().publish(event).await {
+            Ok(()) => Delivered::Relayed,
+            Err(error) => {
+                tracing::warn!(%error, "could not relay a client's answer to its replica");
+                Delivered::Unknown
             }
         }
     }
@@ -287,6 +301,26 @@ impl Server {
     /// The `x-mcp-header` arguments of a tool, for the HTTP header check.
     pub fn header_params(&self, tool: &str) -> Vec<HeaderParam> {
         self.catalog.snapshot().tool(tool).map(|t| t.header_params.clone()).unwrap_or_default()
+    }
+
+    /// What the rate limiter counts a request for `method` naming `name`
+    /// against: the tool, prompt or resource when the catalog has it, else
+    /// the method (unknown methods all as `other`). So the keys form a set
+    /// the operator bounds (methods times catalog items), and a name the
+    /// catalog does not know (a fresh random one per request, say) opens no
+    /// budget of its own.
+    pub fn limit_target<'a>(&self, method: &'a str, name: Option<&'a str>) -> &'a str {
+        let method = Method::parse(method);
+        let known = name.filter(|name| {
+            let snapshot = self.catalog.snapshot();
+            match method {
+                Method::CallTool => snapshot.tool(name).is_some(),
+                Method::GetPrompt => snapshot.prompt(name).is_some(),
+                Method::ReadResource => snapshot.resource(name).is_some(),
+                _ => false,
+            }
+        });
+        known.unwrap_or_else(|| method.label())
     }
 
     /// Classifies the era and validates `_meta` and the protocol version.

@@ -146,6 +146,41 @@ impl StateSealer {
     }
 }
 
+impl StateSealer {
+    /// A tag over `parts` for a value the server mints and must recognise
+    /// when a client hands it back (the ids of requests sent to legacy
+    /// clients): 128 bits of HMAC-SHA256 under the first key, hex. `purpose`
+    /// separates the uses, so a tag made for one never verifies for another.
+    pub fn tag(&self, purpose: &str, parts: &[&str]) -> String {
+        let bytes = tag_mac(&self.keys[0].secret, purpose, parts).finalize().into_bytes();
+        bytes[..16].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Whether `tag` is what some key of the ring makes of `parts` (so
+    /// tags survive a key rotation), compared in constant time.
+    pub fn verify_tag(&self, purpose: &str, parts: &[&str], tag: &str) -> bool {
+        let Some(tag) = decode_hex(tag).filter(|t| t.len() == 16) else { return false };
+        self.keys.iter().any(|key| tag_mac(&key.secret, purpose, parts).verify_truncated_left(&tag).is_ok())
+    }
+}
+
+fn tag_mac(secret: &[u8], purpose: &str, parts: &[&str]) -> HmacSha256 {
+    // Length-prefixed, so no two lists of parts encode alike.
+    let mut mac = mac(secret, b"switchyard-tag\0");
+    for part in std::iter::once(&purpose).chain(parts) {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part.as_bytes());
+    }
+    mac
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok()).collect()
+}
+
 fn mac(secret: &[u8], data: &[u8]) -> HmacSha256 {
     // HMAC accepts keys of any length.
     let mut mac =
@@ -228,6 +263,20 @@ mod tests {
         let sealed = expired.seal(binding, None);
         std::thread::sleep(Duration::from_millis(1100));
         assert_eq!(expired.open(&sealed, binding), Err(OpenError::Expired));
+    }
+
+    #[test]
+    fn tags_verify_for_their_parts_and_purpose_only() {
+        let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
+        let tag = sealer.tag("legacy-answer", &["r", "n", "alice"]);
+        assert_eq!(tag.len(), 32);
+        assert!(sealer.verify_tag("legacy-answer", &["r", "n", "alice"], &tag));
+        assert!(!sealer.verify_tag("legacy-answer", &["r", "n", "eve"], &tag));
+        assert!(!sealer.verify_tag("other", &["r", "n", "alice"], &tag));
+        assert!(!sealer.verify_tag("legacy-answer", &["rn", "", "alice"], &tag), "parts are length-prefixed");
+        assert!(!sealer.verify_tag("legacy-answer", &["r", "n", "alice"], "zz"));
+        let rotated = StateSealer::new(vec![key("k2", 2), key("k1", 1)], Duration::from_secs(60));
+        assert!(rotated.verify_tag("legacy-answer", &["r", "n", "alice"], &tag));
     }
 
     #[test]

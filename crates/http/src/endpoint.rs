@@ -5,6 +5,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
+use serde_json::Value;
 use switchyard_core::server::Delivered;
 use switchyard_core::{Caller, Execution};
 use switchyard_protocol::ErrorObject;
@@ -27,28 +28,34 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     if let Some(refused) = guard::refusal(&state.config, parts.version, &parts.uri, &headers) {
         return refused;
     }
-    // Step 3 (ours): the rate limit, from headers and the connection only, so
-    // a refused request costs no body read or parse.
     // The caller, as an auth layer in front established it; without one
     // (authorization off), an anonymous caller who may use everything.
     let caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
-    if let Some(limiter) = &state.limiter {
-        // Counted per principal; an anonymous caller by its address.
-        let principal = caller.principal.clone().unwrap_or_else(|| {
-            parts
-                .extensions
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map_or_else(|| "-".to_owned(), |peer| peer.0.ip().to_string())
-        });
-        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let target = header(switchyard_protocol::headers::NAME)
-            .or_else(|| header(switchyard_protocol::headers::METHOD))
-            .unwrap_or("-");
-        if let Decision::Deny { retry_after } = limiter.check(Key { principal: &principal, target }).await {
-            switchyard_telemetry::metrics().rate_limited();
-            return reply::rate_limited(retry_after);
+    // Step 3 (ours): the rate limit, from headers and the connection only, so
+    // a refused request costs no body read or parse. That needs `Mcp-Method`;
+    // a request without it (a legacy client) is limited once its body is
+    // parsed, and a request with it must then carry a body that agrees (step
+    // 6 and 9), so the headers cannot name a budget the body does not use.
+    let limited = match &state.limiter {
+        None => None,
+        Some(limiter) => {
+            let principal = limit_principal(&caller, &parts.extensions);
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            let checked = match header(switchyard_protocol::headers::METHOD) {
+                None => false,
+                Some(method) => {
+                    let name = header(switchyard_protocol::headers::NAME)
+                        .and_then(|raw| switchyard_protocol::headers::decode_value(raw.trim()).ok());
+                    let target = state.server.limit_target(method.trim(), name.as_deref());
+                    if let Err(refused) = limit(limiter.as_ref(), &principal, target).await {
+                        return refused;
+                    }
+                    true
+                }
+            };
+            Some((principal, checked))
         }
-    }
+    };
 
     // Step 4: a JSON body, within the size limit, that is one JSON-RPC message.
     let is_json = headers
@@ -81,7 +88,15 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         // A legacy client answering a sampling or elicitation request we sent
         // on a tool call's stream.
         Ok(Incoming::Response { id, outcome }) => {
-            return if state.server.deliver_response(&id, outcome).await != Delivered::Unknown {
+            if bytes.len() > state.config.max_answer_bytes {
+                return reply::transport_error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    codes::INVALID_REQUEST,
+                    "The answer is larger than http.max_answer_bytes",
+                );
+            }
+            let principal = caller.principal.as_deref();
+            return if state.server.deliver_response(&id, outcome, principal).await != Delivered::Unknown {
                 reply::accepted()
             } else {
                 let error = ErrorObject::invalid_request(format!("no request here awaits a response with id {id}"));
@@ -105,6 +120,15 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         return reply::error(Some(&id), &e);
     }
 
+    // Step 3, for a request whose headers did not say what it is: by the body.
+    if let (Some(limiter), Some((principal, false))) = (&state.limiter, &limited) {
+        let name = prepared.method.name_param().and_then(|member| prepared.params.get(member)).and_then(Value::as_str);
+        let target = state.server.limit_target(prepared.method.as_str(), name);
+        if let Err(refused) = limit(limiter.as_ref(), principal, target).await {
+            return refused;
+        }
+    }
+
     // Steps 10-12 happen in `core`. Retries of a multi-round request are not cacheable.
     let cacheable = !prepared.params.contains_key("inputResponses") && !prepared.params.contains_key("requestState");
     if !prepared.may_stream() {
@@ -119,4 +143,25 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     let server = state.server.clone();
     let running = Box::pin(async move { server.execute(prepared, Some(outbox)).await });
     reply::run(id, running, notifications, cacheable, &headers, state.config.keep_alive).await
+}
+
+/// Who a request is counted against: the principal, or an anonymous caller's
+/// address (behind a proxy, the proxy's).
+fn limit_principal(caller: &Caller, extensions: &axum::http::Extensions) -> String {
+    caller.principal.clone().unwrap_or_else(|| {
+        extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or_else(|| "-".to_owned(), |peer| peer.0.ip().to_string())
+    })
+}
+
+/// Counts one request; the 429 to send when it is over its limit.
+async fn limit(limiter: &dyn crate::limit::RateLimiter, principal: &str, target: &str) -> Result<(), Response> {
+    match limiter.check(Key { principal, target }).await {
+        Decision::Allow => Ok(()),
+        Decision::Deny { retry_after } => {
+            switchyard_telemetry::metrics().rate_limited();
+            Err(reply::rate_limited(retry_after))
+        }
+    }
 }

@@ -1,6 +1,8 @@
 //! The rate-limit seam: the endpoint asks a [`RateLimiter`] before it reads
 //! the body, with only what the headers and the connection say (the caller,
-//! `Mcp-Method`, `Mcp-Name`). How limits are kept (Redis, in process) is the
+//! `Mcp-Method`, `Mcp-Name`), and the body must then agree with those headers;
+//! a request without `Mcp-Method` (a legacy client) is asked about once its
+//! body is parsed. How limits are kept (Redis, in process) is the
 //! implementation's business; this crate knows no Redis.
 
 use std::time::Duration;
@@ -13,8 +15,8 @@ pub struct Key<'a> {
     /// The caller: the authenticated principal, or the peer address when
     /// authorization is off.
     pub principal: &'a str,
-    /// The tool, prompt or resource named in `Mcp-Name`, else the method in
-    /// `Mcp-Method`, else `-` (a legacy client sends neither).
+    /// The tool, prompt or resource the request names when the catalog has
+    /// it, else the method's name (`other` for an unknown method).
     pub target: &'a str,
 }
 

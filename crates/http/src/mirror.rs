@@ -38,10 +38,13 @@ pub(crate) fn modern_hint(headers: &HeaderMap) -> bool {
     matches!(read(headers, &PROTOCOL_VERSION), Ok(Some(v)) if !LEGACY.contains(&v))
 }
 
-/// Step 6: where a value is both in a header and in the body, they must agree.
+/// Step 6: where a value is both in a header and in the body, they must
+/// agree. `Mcp-Method` is compared in every era: the rate limit was decided
+/// from it before the body was read, so a legacy request must not carry one
+/// that its body contradicts either.
 pub(crate) fn cross_check(headers: &HeaderMap, method: &str, params: &Map<String, Value>) -> Result<(), ErrorObject> {
-    let Some(body_version) = RequestMeta::claimed_version(params) else { return Ok(()) };
-    if let Some(header) = read(headers, &PROTOCOL_VERSION)?
+    if let Some(body_version) = RequestMeta::claimed_version(params)
+        && let Some(header) = read(headers, &PROTOCOL_VERSION)?
         && header != body_version
     {
         return Err(ErrorObject::header_mismatch(format!("MCP-Protocol-Version '{header}' vs body '{body_version}'")));
@@ -58,7 +61,13 @@ pub(crate) fn cross_check(headers: &HeaderMap, method: &str, params: &Map<String
 /// `Mcp-Param-*` agree with the body once decoded.
 pub(crate) fn require(headers: &HeaderMap, request: &Prepared, server: &Server) -> Result<(), ErrorObject> {
     if request.era == Era::Legacy {
-        return Ok(()); // legacy clients predate these headers
+        // Legacy clients predate these headers and need send none; one that
+        // sends `Mcp-Name` anyway must not name what its body does not (the
+        // rate limit may have been decided from it).
+        if let (Some(member), Some(header)) = (request.method.name_param(), read(headers, &NAME)?) {
+            name_agrees(&decode(header, "Mcp-Name")?, request, member)?;
+        }
+        return Ok(());
     }
     if read(headers, &PROTOCOL_VERSION)?.is_none() {
         return Err(ErrorObject::header_mismatch("MCP-Protocol-Version header is required"));
@@ -70,18 +79,23 @@ pub(crate) fn require(headers: &HeaderMap, request: &Prepared, server: &Server) 
         let header = read(headers, &NAME)?.ok_or_else(|| {
             ErrorObject::header_mismatch(format!("Mcp-Name header is required for {}", request.method))
         })?;
-        let header = decode(header, "Mcp-Name")?;
-        // A missing or non-string body member is the method's own -32602, later.
-        if let Some(Value::String(body)) = request.params.get(member)
-            && &header != body
-        {
-            return Err(ErrorObject::header_mismatch(format!("Mcp-Name '{header}' vs body '{body}'")));
-        }
+        name_agrees(&decode(header, "Mcp-Name")?, request, member)?;
     }
     if request.method == Method::CallTool {
         check_params(headers, request, server)?;
     }
     Ok(())
+}
+
+/// `Mcp-Name` (decoded) against the body's `member`. A missing or non-string
+/// body member is the method's own -32602, later.
+fn name_agrees(header: &str, request: &Prepared, member: &str) -> Result<(), ErrorObject> {
+    match request.params.get(member) {
+        Some(Value::String(body)) if header != body => {
+            Err(ErrorObject::header_mismatch(format!("Mcp-Name '{header}' vs body '{body}'")))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn check_params(headers: &HeaderMap, request: &Prepared, server: &Server) -> Result<(), ErrorObject> {

@@ -33,6 +33,10 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     /// Largest request body, in bytes. Default 4 MiB.
     pub max_body_bytes: usize,
+    /// Largest answer of a legacy client to a request we sent it (it may
+    /// cross the Redis bus, whose subscribers Redis disconnects past their
+    /// output buffer, 8 MiB by default). Default 256 KiB.
+    pub max_answer_bytes: usize,
     /// Interval of SSE keep-alive comments on listen streams. Default 15 s.
     pub keep_alive: Duration,
     /// Connections the kernel queues before they are accepted. Default 4096.
@@ -55,6 +59,7 @@ impl Default for Config {
             allowed_hosts: loopback.clone(),
             allowed_origins: loopback,
             max_body_bytes: 4 * 1024 * 1024,
+            max_answer_bytes: 256 * 1024,
             keep_alive: Duration::from_secs(15),
             listen_backlog: 4096,
             h2_max_concurrent_streams: 1000,

@@ -10,11 +10,13 @@
 //!
 //! Which rate applies: [`Limits`] has a default and per-namespace rates (a
 //! registered plugin's tools are `{namespace}_{tool}`), keyed by the caller
-//! and the target (`Mcp-Name`, else `Mcp-Method`). The HTTP endpoint asks
-//! before it reads the body. This crate knows nothing of MCP beyond that key.
+//! and the target (the catalog item the request names, else its method; see
+//! `core::Server::limit_target`). The HTTP endpoint asks before it reads the
+//! body when the headers say what the request is, after parsing it when they
+//! do not. Each part of a key is bounded in length. This crate knows nothing
+//! of MCP beyond that key.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -161,7 +163,7 @@ impl RateLimiter for RedisLimiter {
     fn check<'a>(&'a self, key: Key<'a>) -> BoxFuture<'a, Decision> {
         Box::pin(async move {
             let Some(rate) = self.limits.rate_for(key.target) else { return Decision::Allow };
-            let redis_key = format!("{}rl:{}:{}", self.prefix, key.principal, key.target);
+            let redis_key = format!("{}rl:{}", self.prefix, bounded_key(key));
             let mut invocation = self.script.key(redis_key);
             invocation.arg(rate.interval().as_micros() as u64).arg(rate.tolerance().as_micros() as u64);
             let waited: redis::RedisResult<i64> = match self.link.clone() {
@@ -183,36 +185,90 @@ impl RateLimiter for RedisLimiter {
     }
 }
 
-/// Limits of one process.
-#[derive(Debug, Default)]
+/// Limits of one process. The arrival times live in a bounded cache: an
+/// entry expires when its arrival time passes (an absent key and a key whose
+/// time has passed are the same to GCRA), and past [`LOCAL_KEYS`] the least
+/// useful entries are evicted, a little at a time, off the request path.
+/// Nothing ever sweeps the whole map under one lock.
 pub struct LocalLimiter {
     limits: Limits,
-    arrivals: Mutex<HashMap<String, Instant>>,
+    arrivals: moka::sync::Cache<String, Instant>,
 }
 
-/// Keys kept before stale ones are swept.
-const SWEEP_AT: usize = 100_000;
+impl std::fmt::Debug for LocalLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalLimiter").field("limits", &self.limits).finish_non_exhaustive()
+    }
+}
+
+impl Default for LocalLimiter {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
+}
+
+/// Most keys the in-process limiter keeps.
+pub const LOCAL_KEYS: u64 = 100_000;
+
+/// Expires an entry when its theoretical arrival time passes.
+struct UntilArrival;
+
+impl moka::Expiry<String, Instant> for UntilArrival {
+    fn expire_after_create(&self, _: &String, tat: &Instant, created_at: Instant) -> Option<Duration> {
+        Some(tat.saturating_duration_since(created_at))
+    }
+
+    fn expire_after_update(
+        &self,
+        _: &String,
+        tat: &Instant,
+        updated_at: Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(tat.saturating_duration_since(updated_at))
+    }
+}
+
+/// The longest principal or target kept as it is in a key; longer ones are
+/// replaced by their SHA-256, so no caller can make a key of any size.
+const KEY_PART_MAX: usize = 128;
+
+/// `{principal}:{target}`, each part bounded in length.
+fn bounded_key(key: Key<'_>) -> String {
+    format!("{}:{}", bounded_part(key.principal), bounded_part(key.target))
+}
+
+fn bounded_part(text: &str) -> std::borrow::Cow<'_, str> {
+    use sha2::Digest as _;
+    if text.len() <= KEY_PART_MAX {
+        return text.into();
+    }
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    format!("sha256-{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>()).into()
+}
 
 impl LocalLimiter {
     /// A limiter with these limits.
     pub fn new(limits: Limits) -> Self {
-        Self { limits, arrivals: Mutex::default() }
+        let arrivals = moka::sync::Cache::builder().max_capacity(LOCAL_KEYS).expire_after(UntilArrival).build();
+        Self { limits, arrivals }
     }
 
     fn decide(&self, key: Key<'_>, now: Instant) -> Decision {
         let Some(rate) = self.limits.rate_for(key.target) else { return Decision::Allow };
-        let mut arrivals = self.arrivals.lock().unwrap_or_else(|p| p.into_inner());
-        if arrivals.len() >= SWEEP_AT {
-            arrivals.retain(|_, tat| *tat > now);
-        }
-        let tat = arrivals.entry(format!("{}:{}", key.principal, key.target)).or_insert(now);
-        let base = (*tat).max(now);
-        let allow_at = base.checked_sub(rate.tolerance()).unwrap_or(now);
-        if now < allow_at {
-            return Decision::Deny { retry_after: allow_at - now };
-        }
-        *tat = base + rate.interval();
-        Decision::Allow
+        let mut decision = Decision::Allow;
+        // One key's read and update are one step (moka locks the key only).
+        self.arrivals.entry(bounded_key(key)).and_compute_with(|entry| {
+            let base = entry.map_or(now, |e| e.into_value().max(now));
+            let allow_at = base.checked_sub(rate.tolerance()).unwrap_or(now);
+            if now < allow_at {
+                decision = Decision::Deny { retry_after: allow_at - now };
+                moka::ops::compute::Op::Nop
+            } else {
+                moka::ops::compute::Op::Put(base + rate.interval())
+            }
+        });
+        decision
     }
 }
 
@@ -229,6 +285,22 @@ mod tests {
 
     fn key(target: &str) -> Key<'_> {
         Key { principal: "10.0.0.1", target }
+    }
+
+    #[test]
+    fn keys_are_bounded_and_the_local_limiter_evicts() {
+        let long = "x".repeat(10_000);
+        let bounded = bounded_key(Key { principal: &long, target: &long });
+        assert!(bounded.len() < 2 * (KEY_PART_MAX + 8), "{}", bounded.len());
+        assert_ne!(bounded, bounded_key(Key { principal: &long, target: "y" }));
+        let limits = Limits { default: Some(Rate { per_second: 1.0, burst: 1 }), ..Limits::default() };
+        let limiter = LocalLimiter::new(limits);
+        let now = Instant::now();
+        for i in 0..(LOCAL_KEYS + 20_000) {
+            limiter.decide(Key { principal: &i.to_string(), target: "echo" }, now);
+        }
+        limiter.arrivals.run_pending_tasks();
+        assert!(limiter.arrivals.entry_count() <= LOCAL_KEYS, "{}", limiter.arrivals.entry_count());
     }
 
     #[test]

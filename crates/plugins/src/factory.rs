@@ -10,8 +10,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_core::Plugin;
 use switchyard_core::catalog::ListChanges;
-use switchyard_upstream::{McpClient, OutboundPolicy, UpstreamPlugin, UpstreamSpec};
-use switchyard_wasm::{Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
+use switchyard_upstream::{McpClient, OutboundPolicy, SecretPolicy, UpstreamPlugin, UpstreamSpec};
+use switchyard_wasm::{HostDirs, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
 use crate::builtin;
 use crate::namespaced::Namespaced;
@@ -65,12 +65,25 @@ pub enum Purpose {
     Serve,
 }
 
+/// What the operator lets a plugin spec reach, from the server's
+/// configuration. A registration can name nothing outside it: whoever may
+/// register a plugin is not trusted with the server's own secrets or files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// Where upstream plugins (and their token endpoints) may connect.
+    pub outbound: OutboundPolicy,
+    /// Which variables and files upstream credentials may be read from.
+    pub secrets: SecretPolicy,
+    /// Which host directories WASM plugins may preopen.
+    pub host_dirs: HostDirs,
+}
+
 /// Builds plugins of every kind. The WASM runtime is created on first use,
 /// so a server without WASM plugins reserves nothing for it.
 pub struct Factory {
     wasm_config: RuntimeConfig,
     wasm: OnceLock<Arc<Runtime>>,
-    outbound: OutboundPolicy,
+    grants: Grants,
     changes: ListChanges,
 }
 
@@ -81,11 +94,11 @@ impl std::fmt::Debug for Factory {
 }
 
 impl Factory {
-    /// A factory whose WASM plugins run with `wasm_config`, whose upstream
-    /// plugins connect under `outbound`, and whose plugins report list changes
+    /// A factory whose WASM plugins run with `wasm_config`, whose specs may
+    /// reach only what `grants` allows, and whose plugins report list changes
     /// outside calls to `changes`.
-    pub fn new(wasm_config: RuntimeConfig, outbound: OutboundPolicy, changes: ListChanges) -> Self {
-        Self { wasm_config, wasm: OnceLock::new(), outbound, changes }
+    pub fn new(wasm_config: RuntimeConfig, grants: Grants, changes: ListChanges) -> Self {
+        Self { wasm_config, wasm: OnceLock::new(), grants, changes }
     }
 
     fn wasm_runtime(&self) -> Result<&Arc<Runtime>, BuildError> {
@@ -123,9 +136,9 @@ impl Factory {
                 })?
             }
             "wasm" => {
-                let runtime = self.wasm_runtime()?;
-                let spec = WasmSpec::parse(plugin.spec, runtime.config().max_memory_bytes)
+                let spec = WasmSpec::parse(plugin.spec, self.wasm_config.max_memory_bytes, &self.grants.host_dirs)
                     .map_err(|e| BuildError::new(format!("spec.{}", e.field), e.reason))?;
+                let runtime = self.wasm_runtime()?;
                 let module = match runtime.cached_module(&spec.artifact) {
                     Some(module) => module,
                     None => {
@@ -149,9 +162,11 @@ impl Factory {
                 )
             }
             "upstream" => {
-                let spec = UpstreamSpec::parse(plugin.spec)
+                // Secrets are checked against the grants here, before the
+                // client reads any of them or connects anywhere.
+                let spec = UpstreamSpec::parse(plugin.spec, &self.grants.secrets)
                     .map_err(|e| BuildError::new(format!("spec.{}", e.field), e.reason))?;
-                let client = McpClient::new(spec, self.outbound.clone())
+                let client = McpClient::new(spec, self.grants.outbound.clone())
                     .map_err(|(field, reason)| BuildError::new(field, reason))?;
                 let changes = (purpose == Purpose::Serve).then(|| self.changes.clone());
                 Arc::new(

@@ -14,7 +14,8 @@ pub mod builtin;
 mod factory;
 mod namespaced;
 
-pub use factory::{Artifacts, BuildError, Factory, Purpose, Registration};
+pub use factory::{Artifacts, BuildError, Factory, Grants, Purpose, Registration};
 pub use namespaced::Namespaced;
-pub use switchyard_upstream::OutboundPolicy;
+pub use switchyard_upstream::{OutboundPolicy, SecretPolicy};
+pub use switchyard_wasm::HostDirs;
 pub use switchyard_wasm::RuntimeConfig as WasmConfig;

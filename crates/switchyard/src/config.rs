@@ -18,6 +18,10 @@ use serde::Deserialize;
 use switchyard_core::state::StateKey;
 use switchyard_core::{CachePolicy, CacheScope};
 
+mod plugins;
+
+pub use plugins::{RawUpstream, RawWasm};
+
 /// The environment prefix.
 pub const ENV_PREFIX: &str = "SWITCHYARD_";
 
@@ -64,10 +68,10 @@ pub struct RawConfig {
     /// Keeping the catalog in step with the registry.
     #[serde(default)]
     pub registry: RawRegistry,
-    /// The WASM plugin runtime.
+    /// The WASM plugin runtime, and the host directories its plugins may be granted.
     #[serde(default)]
     pub wasm: RawWasm,
-    /// Where upstream plugins may connect.
+    /// Where upstream plugins may connect, and which secrets they may use.
     #[serde(default)]
     pub upstream: RawUpstream,
     /// Rate limits per caller and tool.
@@ -186,6 +190,12 @@ pub struct RawIntrospection {
     pub client_secret_file: Option<String>,
     /// The issuer the answers speak for.
     pub issuer: String,
+    /// How long an active answer is trusted before the token is asked about
+    /// again, however late its `exp`: a revocation is seen within it. Default `"60s"`.
+    pub max_age: Option<String>,
+    /// How long a refused token (inactive, not for us, expired) is remembered,
+    /// so repeating it costs no call to the authorization server. Default `"10s"`.
+    pub negative_ttl: Option<String>,
 }
 
 /// `[auth.scopes]`: `tools = { calculator_add = ["math"] }` and so on.
@@ -218,16 +228,6 @@ pub struct RawRateLimit {
     pub plugins: BTreeMap<String, String>,
 }
 
-/// `[upstream]`
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawUpstream {
-    /// Hosts upstream and token URLs may name (`*`, `*.example.com`). Default `["*"]`.
-    pub allowed_hosts: Option<StringList>,
-    /// Allow link-local and cloud metadata addresses. Default false.
-    pub allow_link_local: Option<bool>,
-}
-
 /// `[admin]`
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -240,7 +240,8 @@ pub struct RawAdmin {
     pub bind: Option<String>,
     /// A bearer token that grants access from anywhere. Default none.
     pub token: Option<String>,
-    /// Accept requests from loopback peers without a token. Default true.
+    /// Accept requests from loopback peers without a token. Default true
+    /// when the admin API is served on a loopback address, false otherwise.
     pub allow_loopback: Option<bool>,
     /// Largest artifact upload in bytes. Default 32 MiB.
     pub max_artifact_bytes: Option<usize>,
@@ -253,18 +254,6 @@ pub struct RawRegistry {
     /// How often a replica checks the registry version even without a bus
     /// event. Default `"10s"`.
     pub sync_interval: Option<String>,
-}
-
-/// `[wasm]`
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawWasm {
-    /// Most WASM instances running at once. Default 64.
-    pub max_instances: Option<u32>,
-    /// The cap on any module's memory, MiB. Default 256.
-    pub max_memory_mib: Option<usize>,
-    /// Preallocate instance slots for fast instantiation. Default true.
-    pub pooling: Option<bool>,
 }
 
 /// A list written as a TOML array or as a comma-separated string.
@@ -324,6 +313,8 @@ pub struct RawHttp {
     pub allowed_origins: Option<StringList>,
     /// Largest request body in bytes. Default 4 MiB.
     pub max_body_bytes: Option<usize>,
+    /// Largest legacy client's answer in bytes (it may cross the bus). Default 256 KiB.
+    pub max_answer_bytes: Option<usize>,
     /// SSE keep-alive interval on listen streams. Default `"15s"`.
     pub keep_alive: Option<String>,
     /// Connections queued by the kernel before they are accepted. Default 4096.
@@ -383,8 +374,8 @@ pub struct Config {
     pub registry_sync_interval: Duration,
     /// The WASM runtime.
     pub wasm: switchyard_plugins::WasmConfig,
-    /// The outbound policy of upstream plugins.
-    pub upstream: switchyard_plugins::OutboundPolicy,
+    /// What plugin specs may reach: outbound addresses, secrets, host directories.
+    pub grants: switchyard_plugins::Grants,
     /// Rate limits, if any is configured.
     pub rate_limit: Option<(switchyard_limits::Limits, switchyard_limits::OnError)>,
     /// Bearer-token authentication, when configured.
@@ -584,6 +575,9 @@ impl TryFrom<RawConfig> for Config {
         if let Some(max) = raw.http.max_body_bytes {
             http.max_body_bytes = max;
         }
+        if let Some(max) = raw.http.max_answer_bytes {
+            http.max_answer_bytes = max;
+        }
         if let Some(backlog) = raw.http.listen_backlog {
             http.listen_backlog = backlog.max(1);
         }
@@ -604,25 +598,12 @@ impl TryFrom<RawConfig> for Config {
             resources: scope_map(&raw.auth.scopes.resources),
         };
         let auth = auth_config(raw.auth, bind, &http.endpoint, &mut problems);
-        let admin = admin_config(raw.admin, &mut problems);
-        let defaults = switchyard_plugins::WasmConfig::default();
-        let wasm = switchyard_plugins::WasmConfig {
-            max_instances: raw.wasm.max_instances.unwrap_or(defaults.max_instances),
-            max_memory_bytes: raw.wasm.max_memory_mib.map_or(defaults.max_memory_bytes, |m| m.saturating_mul(1 << 20)),
-            pooling: raw.wasm.pooling.unwrap_or(defaults.pooling),
-        };
-        if wasm.max_instances == 0 || wasm.max_memory_bytes == 0 {
-            problems.push("wasm.max_instances and wasm.max_memory_mib must be at least 1".into());
-        }
+        let admin = admin_config(raw.admin, bind, &mut problems);
+        let (wasm, grants) = plugins::plugin_config(raw.wasm, raw.upstream, &mut problems);
 
         if !problems.is_empty() {
             return Err(Invalid(problems));
         }
-        let upstream_defaults = switchyard_plugins::OutboundPolicy::default();
-        let upstream = switchyard_plugins::OutboundPolicy {
-            allowed_hosts: raw.upstream.allowed_hosts.map_or(upstream_defaults.allowed_hosts, StringList::into_vec),
-            allow_link_local: raw.upstream.allow_link_local.unwrap_or(upstream_defaults.allow_link_local),
-        };
         let redis = raw.redis_url.filter(|u| !u.is_empty()).map(|url| switchyard_bus::RedisConfig {
             url,
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
@@ -640,7 +621,7 @@ impl TryFrom<RawConfig> for Config {
             auth,
             rate_limit,
             redis,
-            upstream,
+            grants,
             admin,
             registry_sync_interval,
             wasm,
@@ -746,7 +727,9 @@ fn auth_config(raw: RawAuth, bind: SocketAddr, endpoint: &str, problems: &mut Ve
         })
         .collect();
     let mut config = switchyard_auth::Config::new(resource, issuers);
+    let mut introspection_ages = (None, None);
     if let Some(introspection) = raw.introspection {
+        introspection_ages = (introspection.max_age, introspection.negative_ttl);
         let secret = match (introspection.client_secret, introspection.client_secret_file) {
             (Some(secret), None) => secret,
             (None, Some(path)) => std::fs::read_to_string(&path).map(|s| s.trim().to_owned()).unwrap_or_else(|e| {
@@ -777,6 +760,10 @@ fn auth_config(raw: RawAuth, bind: SocketAddr, endpoint: &str, problems: &mut Ve
     config.leeway = duration("auth.leeway", raw.leeway, config.leeway);
     config.jwks_refresh = duration("auth.jwks_refresh", raw.jwks_refresh, config.jwks_refresh);
     config.jwks_min_refetch = duration("auth.jwks_min_refetch", raw.jwks_min_refetch, config.jwks_min_refetch);
+    config.introspection_max_age =
+        duration("auth.introspection.max_age", introspection_ages.0, config.introspection_max_age);
+    config.introspection_negative_ttl =
+        duration("auth.introspection.negative_ttl", introspection_ages.1, config.introspection_negative_ttl);
     config.cache_capacity = raw.cache_capacity.unwrap_or(config.cache_capacity);
     config.resource_name = raw.resource_name;
     if let Err(error) = config.validate() {
@@ -785,7 +772,7 @@ fn auth_config(raw: RawAuth, bind: SocketAddr, endpoint: &str, problems: &mut Ve
     Some(AuthConfig { verifier: config, admin_scope: raw.admin_scope.unwrap_or_else(|| "switchyard:admin".into()) })
 }
 
-fn admin_config(raw: RawAdmin, problems: &mut Vec<String>) -> Option<AdminConfig> {
+fn admin_config(raw: RawAdmin, main_bind: SocketAddr, problems: &mut Vec<String>) -> Option<AdminConfig> {
     if raw.enabled == Some(false) {
         return None;
     }
@@ -802,7 +789,13 @@ fn admin_config(raw: RawAdmin, problems: &mut Vec<String>) -> Option<AdminConfig
     if raw.token.as_deref().is_some_and(|t| t.len() < 16) {
         problems.push("admin.token: use at least 16 characters".into());
     }
-    let access = switchyard_admin::Access::new(raw.allow_loopback.unwrap_or(true), raw.token.as_deref());
+    // Loopback peers are trusted by default only when nobody else can reach
+    // the admin API at all. Behind a non-loopback bind, a service-mesh
+    // sidecar or a same-host proxy delivers every outside request from
+    // 127.0.0.1 (Istio: 127.0.0.6), so trusting loopback would trust everyone.
+    let served_on = bind.unwrap_or(main_bind);
+    let allow_loopback = raw.allow_loopback.unwrap_or_else(|| served_on.ip().is_loopback());
+    let access = switchyard_admin::Access::new(allow_loopback, raw.token.as_deref());
     Some(AdminConfig {
         api: switchyard_admin::Config {
             prefix,

@@ -62,7 +62,7 @@ pub async fn serve(
                 let _ = out_tx.send(jsonrpc::failure(envelope.id.as_ref(), &envelope.error)).await;
             }
             Ok(Incoming::Response { id, outcome }) => {
-                if server.deliver_response(&id, outcome).await == switchyard_core::server::Delivered::Unknown {
+                if server.deliver_response(&id, outcome, None).await == switchyard_core::server::Delivered::Unknown {
                     tracing::debug!(%id, "a response nobody awaits was dropped");
                 }
             }

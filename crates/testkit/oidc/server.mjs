@@ -64,6 +64,7 @@ function makeProvider(keys) {
       clientCredentials: { enabled: true },
       devInteractions: { enabled: false },
       introspection: { enabled: true },
+      revocation: { enabled: true },
       registration: { enabled: true },
       resourceIndicators: {
         enabled: true,

@@ -285,6 +285,22 @@ impl AuthorizationServer {
         answer["access_token"].as_str().unwrap_or_else(|| panic!("no token: {answer}")).to_owned()
     }
 
+    /// Revokes `token`, which `client` was issued (RFC 7009).
+    ///
+    /// # Panics
+    /// When the server refuses.
+    pub async fn revoke(&self, client: &str, token: &str) {
+        let secret = format!("{client}-secret");
+        let form = [("client_id", client), ("client_secret", secret.as_str()), ("token", token)];
+        let revoked = reqwest::Client::new()
+            .post(format!("{}/token/revocation", self.issuer()))
+            .form(&form)
+            .send()
+            .await
+            .expect("revocation endpoint reachable");
+        assert!(revoked.status().is_success(), "revocation refused: {}", revoked.status());
+    }
+
     /// Rotates the signing key: later tokens carry a new `kid`. Returns it.
     ///
     /// # Panics

@@ -12,23 +12,28 @@
 //!   timeout and clear errors.
 //! - Credentials are the platform's own ([`Credentials`]: a static header, or
 //!   OAuth client credentials fetched and refreshed here), read from the
-//!   environment or a file, never from the registry. A client's token is never
+//!   environment or a file, never from the registry, and only from the
+//!   variables and directories the operator granted ([`SecretPolicy`];
+//!   Switchyard's own `SWITCHYARD_*` settings never). A client's token is never
 //!   passed upstream: nothing from the inbound request but the call's own
 //!   arguments reaches the upstream.
 //! - [`OutboundPolicy`]: upstream and token URLs must name an allowed host;
-//!   link-local and cloud metadata addresses are refused unless allowed,
-//!   checked on the literal URL and on every address DNS returns; no proxy,
-//!   no redirects.
+//!   link-local, NAT64 and cloud metadata addresses are refused unless
+//!   allowed, and internal ones (loopback, private) unless the operator named
+//!   the host or its range; checked on the literal URL and on every address
+//!   DNS returns; no proxy, no redirects.
 //!
 //! This crate knows no inbound HTTP and no SQL.
 
 mod client;
 mod outbound;
 mod plugin;
+mod secrets;
 mod spec;
 mod sse;
 
 pub use client::{CallError, McpClient};
-pub use outbound::OutboundPolicy;
+pub use outbound::{Allowed, IpNet, OutboundPolicy};
 pub use plugin::UpstreamPlugin;
-pub use spec::{Credentials, SecretRef, SpecError, UpstreamSpec};
+pub use secrets::{SecretPolicy, SecretRef};
+pub use spec::{Credentials, SpecError, UpstreamSpec};

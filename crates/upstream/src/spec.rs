@@ -7,33 +7,7 @@ use serde_json::{Map, Value};
 pub use switchyard_core::plugin_spec::SpecError;
 use switchyard_core::plugin_spec::{invalid, only_known};
 
-/// Where a secret is read from when the plugin is built. Secrets are never
-/// stored in the registry (which every admin can read) nor logged.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SecretRef {
-    /// An environment variable of the Switchyard process (a Kubernetes Secret).
-    Env(String),
-    /// A file (a mounted Secret); surrounding whitespace is trimmed.
-    File(String),
-}
-
-impl SecretRef {
-    /// Reads the secret.
-    ///
-    /// # Errors
-    /// When the variable or file is missing or empty; the message names it, not its value.
-    pub fn resolve(&self) -> Result<String, String> {
-        let value = match self {
-            Self::Env(name) => std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))?,
-            Self::File(path) => std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?,
-        };
-        let value = value.trim().to_owned();
-        if value.is_empty() {
-            return Err("the secret is empty".into());
-        }
-        Ok(value)
-    }
-}
+use crate::secrets::{SecretPolicy, SecretRef};
 
 /// How Switchyard authenticates itself to the upstream.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -87,11 +61,12 @@ pub struct UpstreamSpec {
 }
 
 impl UpstreamSpec {
-    /// Parses and checks a spec (not yet the outbound policy, nor the secrets).
+    /// Parses and checks a spec, and that its secrets are ones `secrets`
+    /// grants (not yet the outbound policy; no secret is read).
     ///
     /// # Errors
     /// The first wrong field, by path.
-    pub fn parse(spec: &Value) -> Result<Self, SpecError> {
+    pub fn parse(spec: &Value, secrets: &SecretPolicy) -> Result<Self, SpecError> {
         let object = spec.as_object().ok_or_else(|| invalid("spec", "must be a JSON object"))?;
         only_known(object, "", &["url", "auth", "timeout_ms", "list_ttl_ms"])?;
         let url = object.get("url").and_then(Value::as_str).ok_or_else(|| invalid("url", "is required"))?;
@@ -116,13 +91,13 @@ impl UpstreamSpec {
         let list_ttl = millis("list_ttl_ms", 60_000, 86_400_000)?;
         let credentials = match object.get("auth") {
             None => Credentials::None,
-            Some(auth) => parse_auth(auth)?,
+            Some(auth) => parse_auth(auth, secrets)?,
         };
         Ok(Self { url, credentials, timeout, list_ttl })
     }
 }
 
-fn parse_auth(auth: &Value) -> Result<Credentials, SpecError> {
+fn parse_auth(auth: &Value, secrets: &SecretPolicy) -> Result<Credentials, SpecError> {
     let auth = auth.as_object().ok_or_else(|| invalid("auth", "must be an object"))?;
     only_known(auth, "auth.", &["header", "client_credentials"])?;
     if auth.len() != 1 {
@@ -136,7 +111,7 @@ fn parse_auth(auth: &Value) -> Result<Credentials, SpecError> {
             .and_then(Value::as_str)
             .filter(|n| reqwest::header::HeaderName::from_bytes(n.as_bytes()).is_ok())
             .ok_or_else(|| invalid("auth.header.name", "must be an HTTP header name"))?;
-        let value = secret(header, "auth.header.", "value")?;
+        let value = secret(header, "auth.header.", "value", secrets)?;
         return Ok(Credentials::Header { name: name.to_owned(), value });
     }
     let cc = auth
@@ -155,7 +130,7 @@ fn parse_auth(auth: &Value) -> Result<Credentials, SpecError> {
     let client_id = text("client_id")
         .filter(|c| !c.is_empty())
         .ok_or_else(|| invalid("auth.client_credentials.client_id", "is required"))?;
-    let client_secret = secret(cc, "auth.client_credentials.", "client_secret")?;
+    let client_secret = secret(cc, "auth.client_credentials.", "client_secret", secrets)?;
     Ok(Credentials::ClientCredentials {
         token_url,
         client_id,
@@ -165,15 +140,16 @@ fn parse_auth(auth: &Value) -> Result<Credentials, SpecError> {
     })
 }
 
-/// `{key}_from_env` or `{key}_from_file`, exactly one.
-fn secret(object: &Map<String, Value>, prefix: &str, key: &str) -> Result<SecretRef, SpecError> {
-    let env = object.get(&format!("{key}_from_env")).and_then(Value::as_str);
-    let file = object.get(&format!("{key}_from_file")).and_then(Value::as_str);
+/// `{key}_from_env` or `{key}_from_file`, exactly one, granted by `policy`.
+fn secret(object: &Map<String, Value>, prefix: &str, key: &str, policy: &SecretPolicy) -> Result<SecretRef, SpecError> {
+    let (env_key, file_key) = (format!("{key}_from_env"), format!("{key}_from_file"));
+    let env = object.get(&env_key).and_then(Value::as_str);
+    let file = object.get(&file_key).and_then(Value::as_str);
     match (env, file) {
-        (Some(name), None) if !name.is_empty() => Ok(SecretRef::Env(name.to_owned())),
-        (None, Some(path)) if path.starts_with('/') => Ok(SecretRef::File(path.to_owned())),
+        (Some(name), None) => policy.env(name).map_err(|e| invalid(&format!("{prefix}{env_key}"), e)),
+        (None, Some(path)) => policy.file(path).map_err(|e| invalid(&format!("{prefix}{file_key}"), e)),
         _ => Err(invalid(
-            &format!("{prefix}{key}_from_env"),
+            &format!("{prefix}{env_key}"),
             format!(
                 "give exactly one of {key}_from_env (a variable name) or {key}_from_file (an absolute path); secrets are not stored in the registry"
             ),
@@ -186,14 +162,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn granting(dir: &std::path::Path) -> SecretPolicy {
+        SecretPolicy { env: vec!["TOOLS_*".into()], dirs: vec![dir.to_path_buf()] }
+    }
+
     #[test]
     fn parses_and_names_wrong_fields() {
-        let spec = UpstreamSpec::parse(&json!({"url": "http://127.0.0.1:9/mcp"})).unwrap();
+        let policy = SecretPolicy { env: vec!["S".into()], dirs: Vec::new() };
+        let spec = UpstreamSpec::parse(&json!({"url": "http://127.0.0.1:9/mcp"}), &policy).unwrap();
         assert_eq!(
             (spec.timeout, spec.list_ttl, &spec.credentials),
             (Duration::from_secs(30), Duration::from_secs(60), &Credentials::None)
         );
-        let field = |spec: Value| UpstreamSpec::parse(&spec).unwrap_err().field;
+        let field = |spec: Value| UpstreamSpec::parse(&spec, &policy).unwrap_err().field;
         assert_eq!(field(json!({})), "url");
         assert_eq!(field(json!({"url": "ftp://x/"})), "url");
         assert_eq!(field(json!({"url": "http://u:p@x/"})), "url");
@@ -215,14 +196,36 @@ mod tests {
     }
 
     #[test]
-    fn secrets_come_from_the_environment_or_a_file() {
-        let spec = UpstreamSpec::parse(
-            &json!({"url": "https://x/mcp", "auth": {"header": {"name": "X-Key", "value_from_file": "/run/k"}}}),
-        )
-        .unwrap();
+    fn secrets_come_only_from_what_the_operator_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        let policy = granting(dir.path());
+        let header = |auth: Value| json!({"url": "https://x/mcp", "auth": {"header": auth}});
+        let spec = UpstreamSpec::parse(&header(json!({"name": "X-Key", "value_from_file": path})), &policy).unwrap();
         assert_eq!(
             spec.credentials,
-            Credentials::Header { name: "X-Key".into(), value: SecretRef::File("/run/k".into()) }
+            Credentials::Header {
+                name: "X-Key".into(),
+                value: SecretRef::File { path: path.clone(), root: dir.path().to_path_buf() }
+            }
+        );
+        let refused = |auth: Value| UpstreamSpec::parse(&header(auth), &policy).unwrap_err();
+        for (auth, field) in [
+            (json!({"name": "X-Key", "value_from_env": "SWITCHYARD_STATE__KEYS"}), "auth.header.value_from_env"),
+            (json!({"name": "X-Key", "value_from_env": "HOME"}), "auth.header.value_from_env"),
+            (json!({"name": "X-Key", "value_from_file": "/proc/self/environ"}), "auth.header.value_from_file"),
+            (
+                json!({"name": "X-Key", "value_from_file": "/var/run/secrets/kubernetes.io/serviceaccount/token"}),
+                "auth.header.value_from_file",
+            ),
+        ] {
+            assert_eq!(refused(auth.clone()).field, field, "{auth}");
+        }
+        let cc = json!({"url": "https://x/mcp", "auth": {"client_credentials": {
+            "token_url": "https://as/token", "client_id": "c", "client_secret_from_env": "SWITCHYARD_DATABASE_URL"}}});
+        assert_eq!(
+            UpstreamSpec::parse(&cc, &policy).unwrap_err().field,
+            "auth.client_credentials.client_secret_from_env"
         );
         assert!(
             SecretRef::Env("SWITCHYARD_TEST_SURELY_UNSET".into())
@@ -230,9 +233,5 @@ mod tests {
                 .unwrap_err()
                 .contains("SWITCHYARD_TEST_SURELY_UNSET")
         );
-        let file = std::env::temp_dir().join(format!("switchyard-secret-{}", std::process::id()));
-        std::fs::write(&file, "s3cret\n").unwrap();
-        assert_eq!(SecretRef::File(file.display().to_string()).resolve().unwrap(), "s3cret");
-        std::fs::remove_file(file).unwrap();
     }
 }

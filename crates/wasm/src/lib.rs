@@ -10,7 +10,10 @@
 //!   per artifact digest and shared by every plugin using that artifact, an
 //!   epoch ticker for wall-clock deadlines, and a cap on concurrent instances.
 //! - [`WasmSpec`]: what a registered plugin's spec says: the artifact digest,
-//!   limits (fuel, memory, timeout) and grants (directories, environment).
+//!   limits (fuel, memory, timeout) and grants (directories, environment);
+//!   a directory grant must lie inside what the operator made grantable
+//!   ([`HostDirs`]), so a plugin author cannot preopen `/proc` or a mounted
+//!   service-account token.
 //! - [`WasmPlugin`]: a `core::Plugin`. Its tool list is read once from the
 //!   module at load; every call runs in a fresh instance on a blocking thread.
 //!
@@ -29,4 +32,4 @@ mod spec;
 
 pub use plugin::WasmPlugin;
 pub use runtime::{LoadError, Runtime, RuntimeConfig};
-pub use spec::{Grants, Limits, Preopen, SpecError, WasmSpec};
+pub use spec::{Grants, HostDirs, Limits, Preopen, SpecError, WasmSpec};

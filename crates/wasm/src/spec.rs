@@ -1,11 +1,37 @@
 //! The spec of a WASM plugin, as stored in the registry, and its validation.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
 pub use switchyard_core::plugin_spec::SpecError;
-use switchyard_core::plugin_spec::{invalid, only_known};
+use switchyard_core::plugin_spec::{confined, invalid, only_known};
+
+/// The host directories the operator lets WASM specs preopen
+/// (`wasm.grantable_dirs`, and `wasm.writable_dirs` for writable grants).
+/// Nothing by default: a spec may then grant no directory at all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostDirs {
+    /// Directories (and their subdirectories) a spec may grant read-only.
+    pub readable: Vec<PathBuf>,
+    /// Directories (and their subdirectories) a spec may grant writable;
+    /// they may be granted read-only too.
+    pub writable: Vec<PathBuf>,
+}
+
+impl HostDirs {
+    /// Checks `host`, a `grants.dirs[i].host`, for the spec field's message.
+    fn check(&self, host: &str, writable: bool) -> Result<(), String> {
+        if writable {
+            return confined(host, &self.writable).map(drop).map_err(|e| format!("{e} (wasm.writable_dirs)"));
+        }
+        confined(host, &self.readable)
+            .or_else(|_| confined(host, &self.writable))
+            .map(drop)
+            .map_err(|e| format!("{e} (wasm.grantable_dirs)"))
+    }
+}
 
 /// A WASM plugin's spec:
 ///
@@ -68,11 +94,12 @@ pub struct Preopen {
 }
 
 impl WasmSpec {
-    /// Parses and checks a spec; `max_memory_bytes` is the runtime's cap.
+    /// Parses and checks a spec; `max_memory_bytes` is the runtime's cap and
+    /// `host_dirs` what directories a grant may name.
     ///
     /// # Errors
     /// The first field that is wrong, by its path.
-    pub fn parse(spec: &Value, max_memory_bytes: usize) -> Result<Self, SpecError> {
+    pub fn parse(spec: &Value, max_memory_bytes: usize, host_dirs: &HostDirs) -> Result<Self, SpecError> {
         let object = spec.as_object().ok_or_else(|| invalid("spec", "must be a JSON object"))?;
         only_known(object, "", &["artifact", "limits", "grants"])?;
         let artifact = object
@@ -142,7 +169,9 @@ impl WasmSpec {
                             w.as_bool().ok_or_else(|| invalid(&format!("{field}.writable"), "must be a boolean"))?
                         }
                     };
-                    grants.dirs.push(Preopen { host: text("host")?, guest: text("guest")?, writable });
+                    let host = text("host")?;
+                    host_dirs.check(&host, writable).map_err(|e| invalid(&format!("{field}.host"), e))?;
+                    grants.dirs.push(Preopen { host, guest: text("guest")?, writable });
                 }
             }
             if let Some(env) = given.get("env") {
@@ -167,7 +196,7 @@ mod tests {
 
     #[test]
     fn defaults_grant_nothing() {
-        let spec = WasmSpec::parse(&json!({"artifact": DIGEST}), 256 << 20).unwrap();
+        let spec = WasmSpec::parse(&json!({"artifact": DIGEST}), 256 << 20, &HostDirs::default()).unwrap();
         assert_eq!(spec.limits, Limits::default());
         assert_eq!(spec.grants, Grants::default());
     }
@@ -175,7 +204,7 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let cap = 128 << 20;
-        let field = |spec: Value| WasmSpec::parse(&spec, cap).unwrap_err().field;
+        let field = |spec: Value| WasmSpec::parse(&spec, cap, &HostDirs::default()).unwrap_err().field;
         assert_eq!(field(json!({})), "artifact");
         assert_eq!(field(json!({"artifact": "abc"})), "artifact");
         assert_eq!(field(json!({"artifact": DIGEST, "limits": {"memory_mib": 1024}})), "limits.memory_mib");
@@ -190,11 +219,34 @@ mod tests {
     }
 
     #[test]
+    fn directories_only_from_what_the_operator_granted() {
+        let (data, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let dirs = HostDirs { readable: vec![data.path().into()], writable: vec![scratch.path().into()] };
+        let grant = |host: &std::path::Path, writable: bool| {
+            let spec =
+                json!({"artifact": DIGEST, "grants": {"dirs": [{"host": host, "guest": "/d", "writable": writable}]}});
+            WasmSpec::parse(&spec, 64 << 20, &dirs).map(drop).map_err(|e| (e.field, e.reason))
+        };
+        assert!(grant(data.path(), false).is_ok());
+        assert!(grant(scratch.path(), false).is_ok(), "a writable directory may be granted read-only");
+        assert!(grant(scratch.path(), true).is_ok());
+        let (field, reason) = grant(data.path(), true).unwrap_err();
+        assert_eq!(field, "grants.dirs[0].host");
+        assert!(reason.contains("wasm.writable_dirs"), "{reason}");
+        for host in ["/proc", "/var/run/secrets", "/", "/etc"] {
+            assert_eq!(grant(std::path::Path::new(host), false).unwrap_err().0, "grants.dirs[0].host", "{host}");
+        }
+        assert!(grant(&data.path().join("../x"), false).is_err());
+    }
+
+    #[test]
     fn limits_and_grants_parse() {
+        let dirs = HostDirs { readable: Vec::new(), writable: vec!["/srv".into()] };
         let spec = WasmSpec::parse(
             &json!({"artifact": DIGEST, "limits": {"fuel": 10, "memory_mib": 2, "timeout_ms": 250},
                     "grants": {"dirs": [{"host": "/srv", "guest": "/data", "writable": true}], "env": {"A": "b"}}}),
             256 << 20,
+            &dirs,
         )
         .unwrap();
         assert_eq!(spec.limits, Limits { fuel: 10, memory_bytes: 2 << 20, timeout: Duration::from_millis(250) });

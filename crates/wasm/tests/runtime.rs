@@ -51,7 +51,9 @@ fn runtime() -> Arc<Runtime> {
 async fn load(runtime: &Arc<Runtime>, bytes: Vec<u8>, limits: Value) -> Result<WasmPlugin, LoadError> {
     let sha = digest(&bytes);
     let module = runtime.compile(&sha, bytes).await?;
-    let spec = WasmSpec::parse(&json!({"artifact": sha, "limits": limits}), 64 << 20).unwrap();
+    let spec =
+        WasmSpec::parse(&json!({"artifact": sha, "limits": limits}), 64 << 20, &switchyard_wasm::HostDirs::default())
+            .unwrap();
     WasmPlugin::load(runtime, "plg_test", &module, spec).await
 }
 

@@ -228,6 +228,35 @@ async fn opaque_tokens_are_introspected() {
     assert!(challenge(&reply).contains("token inactive"));
 }
 
+/// An introspected token is asked about again after
+/// `auth.introspection.max_age`, however late its `exp`, so a revocation is
+/// seen within it; a refused token is remembered for `negative_ttl`, so
+/// repeating it needs no call to the authorization server.
+#[tokio::test]
+async fn introspection_answers_age_out_and_refusals_are_remembered() {
+    let authorization = AuthorizationServer::start().await;
+    let introspection = format!(
+        "{{ endpoint = \"{0}/token/introspection\", client_id = \"switchyard-introspector\", client_secret = \"switchyard-introspector-secret\", issuer = \"{0}\", max_age = \"1s\", negative_ttl = \"1m\" }}",
+        authorization.issuer()
+    );
+    let Secured { app, resource } =
+        secured(&authorization, &[("SWITCHYARD_AUTH__INTROSPECTION", introspection.as_str())]).await;
+    let token = authorization.token("mcp-opaque", "mcp", &resource).await;
+    let client = app.client().with_token(&token);
+    assert_eq!(client.request("tools/list", json!({})).await.status, 200);
+    authorization.revoke("mcp-opaque", &token).await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let revoked = client.request("tools/list", json!({})).await;
+    assert_eq!(revoked.status, 401, "the token lives 10 minutes, but was revoked: {:?}", revoked.messages);
+
+    let made_up = app.client().with_token("madeUpOpaqueTokenRemembered");
+    assert_eq!(made_up.request("tools/list", json!({})).await.status, 401);
+    drop(authorization);
+    assert_eq!(made_up.request("tools/list", json!({})).await.status, 401, "remembered: no call was needed");
+    let fresh = app.client().with_token("anotherMadeUpOpaqueToken");
+    assert_eq!(fresh.request("tools/list", json!({})).await.status, 503, "a new token needs the server, which is gone");
+}
+
 #[tokio::test]
 async fn the_admin_api_needs_the_admin_scope_and_registered_scopes_gate_tools() {
     let authorization = AuthorizationServer::start().await;

@@ -6,6 +6,8 @@
 mod auth;
 /// The official MCP conformance suite, both requirement sets.
 mod conformance;
+/// Hostile plugin authors, callers and upstreams (#15).
+mod hostile;
 /// Cleartext HTTP/2 beside HTTP/1.1: answers, multiplexed listen streams, Host checks, shutdown.
 mod http2;
 /// `subscriptions/listen`: acknowledgement, filtering, fan-out, shutdown.

@@ -151,17 +151,17 @@ async fn lifecycle_on_postgres() {
 }
 
 /// A thin client of the admin API.
-struct Admin {
+pub(crate) struct Admin {
     http: reqwest::Client,
     base: String,
 }
 
 impl Admin {
-    fn of(app: &App) -> Self {
+    pub(crate) fn of(app: &App) -> Self {
         Self { http: reqwest::Client::new(), base: app.admin_url() }
     }
 
-    async fn upload(&self, bytes: Vec<u8>) -> String {
+    pub(crate) async fn upload(&self, bytes: Vec<u8>) -> String {
         let response = self
             .http
             .post(format!("{}/artifacts", self.base))
@@ -174,7 +174,7 @@ impl Admin {
         response.json::<Value>().await.unwrap()["sha256"].as_str().unwrap().to_owned()
     }
 
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         let response = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.unwrap();
         (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
     }
@@ -372,18 +372,28 @@ async fn another_replica_follows_the_registry() {
     database.remove().await;
 }
 
+/// The settings that let upstream plugins reach servers on loopback (the
+/// tests' own) and read secrets from `secrets`: by default neither is allowed.
+pub(crate) fn upstreams_on_loopback(secrets: &tempfile::TempDir) -> Vec<(&'static str, &str)> {
+    vec![
+        ("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8"),
+        ("SWITCHYARD_UPSTREAM__SECRET_DIRS", secrets.path().to_str().unwrap()),
+    ]
+}
+
 /// An upstream plugin pointing at a second real Switchyard: its tools are
 /// republished under the namespace and routed, and a change on the upstream
 /// (announced on its own listen stream) reaches our listen stream.
 #[tokio::test]
 async fn an_upstream_server_is_republished_and_followed() {
     let upstream = App::start(&[]).await;
-    let app = App::start(&[]).await;
+    let secrets = tempfile::tempdir().unwrap();
+    let app = App::start(&upstreams_on_loopback(&secrets)).await;
     let admin = Admin::of(&app);
-    let secret = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(secret.path(), "platform-secret\n").unwrap();
+    let secret = secrets.path().join("api-key");
+    std::fs::write(&secret, "platform-secret\n").unwrap();
     let spec = json!({"url": upstream.url(), "timeout_ms": 5000,
-                      "auth": {"header": {"name": "X-Api-Key", "value_from_file": secret.path().to_str().unwrap()}}});
+                      "auth": {"header": {"name": "X-Api-Key", "value_from_file": secret}}});
     let (status, body) = admin.post("/plugins", json!({"namespace": "up", "kind": "upstream", "spec": spec})).await;
     assert_eq!(status, 201, "{body}");
     let client = app.client();
@@ -411,7 +421,8 @@ async fn an_upstream_server_is_republished_and_followed() {
 
 #[tokio::test]
 async fn upstream_urls_and_secrets_are_checked_before_registering() {
-    let app = App::start(&[]).await;
+    let secrets = tempfile::tempdir().unwrap();
+    let app = App::start(&upstreams_on_loopback(&secrets)).await;
     let admin = Admin::of(&app);
     let field = |body: &Value| body["error"]["field"].as_str().unwrap_or_default().to_owned();
     let register = |spec: Value| admin.post("/plugins", json!({"namespace": "up", "kind": "upstream", "spec": spec}));
@@ -421,10 +432,9 @@ async fn upstream_urls_and_secrets_are_checked_before_registering() {
     // Nothing listens on the discard port: unreachable at registration is refused.
     let (status, body) = register(json!({"url": "http://127.0.0.1:9/mcp", "timeout_ms": 2000})).await;
     assert_eq!((status, field(&body).as_str()), (422, "spec.url"), "{body}");
-    let (status, body) = register(
-        json!({"url": app.url(), "auth": {"header": {"name": "X-Key", "value_from_file": "/nonexistent/secret"}}}),
-    )
-    .await;
+    let missing = secrets.path().join("missing");
+    let (status, body) =
+        register(json!({"url": app.url(), "auth": {"header": {"name": "X-Key", "value_from_file": missing}}})).await;
     assert_eq!((status, field(&body).as_str()), (422, "spec.auth.header"), "{body}");
     assert!(!body.to_string().contains("platform-secret"));
     let (status, body) =
@@ -438,7 +448,8 @@ async fn upstream_urls_and_secrets_are_checked_before_registering() {
 #[tokio::test]
 async fn a_2025_era_upstream_is_reached_through_initialize() {
     let legacy = switchyard_testkit::LegacyPythonServer::start().await;
-    let app = App::start(&[]).await;
+    let secrets = tempfile::tempdir().unwrap();
+    let app = App::start(&upstreams_on_loopback(&secrets)).await;
     let admin = Admin::of(&app);
     let (status, body) =
         admin.post("/plugins", json!({"namespace": "py", "kind": "upstream", "spec": {"url": legacy.url()}})).await;
@@ -578,23 +589,24 @@ async fn a_database_outage_degrades_to_the_last_catalog() {
 async fn upstream_client_credentials_come_from_a_real_authorization_server() {
     let authorization = switchyard_testkit::AuthorizationServer::start().await;
     let upstream = App::start(&[]).await;
-    let app = App::start(&[]).await;
+    let secrets = tempfile::tempdir().unwrap();
+    let app = App::start(&upstreams_on_loopback(&secrets)).await;
     let admin = Admin::of(&app);
-    let spec = |secret: &tempfile::NamedTempFile| {
+    let spec = |secret: &std::path::Path| {
         json!({"url": upstream.url(), "auth": {"client_credentials": {
             "token_url": authorization.token_endpoint(), "client_id": "switchyard-upstream",
-            "client_secret_from_file": secret.path().to_str().unwrap(), "scope": "tools:read"}}})
+            "client_secret_from_file": secret, "scope": "tools:read"}}})
     };
-    let wrong = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(wrong.path(), "not-the-secret").unwrap();
+    let wrong = secrets.path().join("wrong");
+    std::fs::write(&wrong, "not-the-secret").unwrap();
     let (status, body) =
         admin.post("/plugins", json!({"namespace": "cc", "kind": "upstream", "spec": spec(&wrong)})).await;
     assert_eq!(status, 422, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("invalid_client"), "{body}");
     assert!(!body.to_string().contains("not-the-secret"), "the secret is never echoed");
 
-    let right = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(right.path(), "upstream-secret\n").unwrap();
+    let right = secrets.path().join("right");
+    std::fs::write(&right, "upstream-secret\n").unwrap();
     let (status, body) =
         admin.post("/plugins", json!({"namespace": "cc", "kind": "upstream", "spec": spec(&right)})).await;
     assert_eq!(status, 201, "{body}");

@@ -315,7 +315,11 @@ async fn header_mismatches_are_refused() {
 /// Calls `test_elicitation` as a legacy client at `call_url`, answers the
 /// server's `elicitation/create` with a POST to `answer_url`, and returns the
 /// messages of the call's stream (the request, then the result).
-async fn legacy_elicitation(call_url: &str, answer_url: &str) -> Vec<Value> {
+/// A `state.keys` entry for tests whose replicas must trust each other's
+/// sealed state and request ids, as a deployment's replicas do.
+pub(crate) const SHARED_STATE_KEY: &str = "it:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+
+pub(crate) async fn legacy_elicitation(call_url: &str, answer_url: &str) -> Vec<Value> {
     use futures::StreamExt as _;
     let http = reqwest::Client::new();
     let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
@@ -383,6 +387,8 @@ async fn a_legacy_answer_reaches_the_call_on_another_replica() {
     let prefix = format!("switchyard-legacy-{}:", std::process::id());
     let env = [
         ("SWITCHYARD_FIXTURE", "conformance"),
+        // Replicas recognise each other's request ids by the keys they share.
+        ("SWITCHYARD_STATE__KEYS", SHARED_STATE_KEY),
         ("SWITCHYARD_REDIS_URL", redis.as_str()),
         ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
     ];

@@ -22,6 +22,8 @@ fn process_env<'a>(receiver: &'a OtlpReceiver, service: &'a str, database: &'a s
         // flushed at shutdown.
         ("SWITCHYARD_TELEMETRY__TRACE_INTERVAL", "1h"),
         ("SWITCHYARD_TELEMETRY__METRICS_INTERVAL", "1h"),
+        // The front replica reaches the other on loopback.
+        ("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8"),
     ]
 }
 

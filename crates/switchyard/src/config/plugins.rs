@@ -1,0 +1,149 @@
+//! `[upstream]` and `[wasm]`: the plugin runtimes, and what the operator
+//! lets a plugin spec reach (outbound addresses, secrets, host directories).
+//! Whoever may register a plugin gets exactly this and nothing more.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use switchyard_plugins::{Grants, HostDirs, OutboundPolicy, SecretPolicy, WasmConfig};
+
+use super::StringList;
+
+/// `[upstream]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    /// Hosts upstream and token URLs may name (`*`, `*.example.com`). Default
+    /// `["*"]`: any public host. A host named here (not through `*`) may
+    /// resolve to internal addresses.
+    pub allowed_hosts: Option<StringList>,
+    /// Address ranges (CIDR) upstreams may be reached at even when internal,
+    /// e.g. `10.0.0.0/8`. Default none.
+    pub allowed_ranges: Option<StringList>,
+    /// Allow link-local, NAT64 and cloud metadata addresses. Default false.
+    pub allow_link_local: Option<bool>,
+    /// Environment variables a spec's `*_from_env` may name: exact names or
+    /// `PREFIX*`. Default none; `SWITCHYARD_*` never.
+    pub secret_env: Option<StringList>,
+    /// Directories a spec's `*_from_file` may read from. Default none.
+    pub secret_dirs: Option<StringList>,
+}
+
+/// `[wasm]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWasm {
+    /// Most WASM instances running at once. Default 64.
+    pub max_instances: Option<u32>,
+    /// The cap on any module's memory, MiB. Default 256.
+    pub max_memory_mib: Option<usize>,
+    /// Preallocate instance slots for fast instantiation. Default true.
+    pub pooling: Option<bool>,
+    /// Host directories a spec may grant read-only (and their
+    /// subdirectories). Default none.
+    pub grantable_dirs: Option<StringList>,
+    /// Host directories a spec may grant writable. Default none.
+    pub writable_dirs: Option<StringList>,
+}
+
+fn absolute_dirs(list: Option<StringList>, key: &str, problems: &mut Vec<String>) -> Vec<PathBuf> {
+    let dirs: Vec<PathBuf> =
+        list.map(StringList::into_vec).unwrap_or_default().into_iter().map(PathBuf::from).collect();
+    for dir in &dirs {
+        let lexical =
+            dir.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+        if !dir.is_absolute() || !lexical || dir == std::path::Path::new("/") {
+            problems
+                .push(format!("{key}: {} must be an absolute directory other than /, without . or ..", dir.display()));
+        }
+    }
+    dirs
+}
+
+/// The WASM runtime's settings and the plugin grants.
+pub(super) fn plugin_config(wasm: RawWasm, upstream: RawUpstream, problems: &mut Vec<String>) -> (WasmConfig, Grants) {
+    let defaults = WasmConfig::default();
+    let runtime = WasmConfig {
+        max_instances: wasm.max_instances.unwrap_or(defaults.max_instances),
+        max_memory_bytes: wasm.max_memory_mib.map_or(defaults.max_memory_bytes, |m| m.saturating_mul(1 << 20)),
+        pooling: wasm.pooling.unwrap_or(defaults.pooling),
+    };
+    if runtime.max_instances == 0 || runtime.max_memory_bytes == 0 {
+        problems.push("wasm.max_instances and wasm.max_memory_mib must be at least 1".into());
+    }
+    let host_dirs = HostDirs {
+        readable: absolute_dirs(wasm.grantable_dirs, "wasm.grantable_dirs", problems),
+        writable: absolute_dirs(wasm.writable_dirs, "wasm.writable_dirs", problems),
+    };
+    let secrets = SecretPolicy {
+        env: upstream.secret_env.map(StringList::into_vec).unwrap_or_default(),
+        dirs: absolute_dirs(upstream.secret_dirs, "upstream.secret_dirs", problems),
+    };
+    if let Err(problem) = secrets.validate() {
+        problems.push(problem);
+    }
+    let outbound_defaults = OutboundPolicy::default();
+    let allowed_ranges = upstream
+        .allowed_ranges
+        .map(StringList::into_vec)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|range| {
+            range
+                .parse()
+                .map_err(|_| {
+                    problems.push(format!("upstream.allowed_ranges: {range:?} is not a CIDR range like 10.0.0.0/8"))
+                })
+                .ok()
+        })
+        .collect();
+    let outbound = OutboundPolicy {
+        allowed_hosts: upstream.allowed_hosts.map_or(outbound_defaults.allowed_hosts, StringList::into_vec),
+        allowed_ranges,
+        allow_link_local: upstream.allow_link_local.unwrap_or(outbound_defaults.allow_link_local),
+    };
+    (runtime, Grants { outbound, secrets, host_dirs })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, RawConfig};
+
+    fn load(pairs: &[(&str, &str)]) -> Result<Config, Vec<String>> {
+        let env = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        RawConfig::load(None, env).map_err(|e| e.0).and_then(|raw| Config::try_from(raw).map_err(|e| e.0))
+    }
+
+    #[test]
+    fn plugins_are_granted_nothing_by_default() {
+        let grants = load(&[]).unwrap().grants;
+        assert!(grants.secrets.env.is_empty() && grants.secrets.dirs.is_empty());
+        assert!(grants.host_dirs.readable.is_empty() && grants.host_dirs.writable.is_empty());
+        assert!(grants.outbound.allowed_ranges.is_empty() && !grants.outbound.allow_link_local);
+    }
+
+    #[test]
+    fn grants_are_read_and_checked() {
+        let grants = load(&[
+            ("SWITCHYARD_UPSTREAM__SECRET_ENV", "TOOLS_*,OTHER_KEY"),
+            ("SWITCHYARD_UPSTREAM__SECRET_DIRS", "/var/run/secrets/upstream"),
+            ("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "10.0.0.0/8, fd00::/8"),
+            ("SWITCHYARD_WASM__GRANTABLE_DIRS", "/srv/data"),
+        ])
+        .unwrap()
+        .grants;
+        assert_eq!(grants.secrets.env, ["TOOLS_*", "OTHER_KEY"]);
+        assert_eq!(grants.outbound.allowed_ranges.len(), 2);
+        assert_eq!(grants.host_dirs.readable, [std::path::PathBuf::from("/srv/data")]);
+        for (key, value, says) in [
+            ("SWITCHYARD_UPSTREAM__SECRET_ENV", "*", "every variable"),
+            ("SWITCHYARD_UPSTREAM__SECRET_DIRS", "relative", "absolute"),
+            ("SWITCHYARD_WASM__GRANTABLE_DIRS", "/", "other than /"),
+            ("SWITCHYARD_WASM__WRITABLE_DIRS", "/srv/../etc", "without . or .."),
+            ("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "10.0.0.0", "CIDR"),
+        ] {
+            let problems = load(&[(key, value)]).unwrap_err();
+            assert!(problems.iter().any(|p| p.contains(says)), "{key}={value}: {problems:?}");
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Hostile plugin authors, callers and upstreams against a real server over
+//! real HTTP (issue #15): what a spec may reach, what a caller may take, what
+//! an upstream may send. Each test fails on a server without the guard.
+
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard_testkit::{App, guest_module};
+
+use crate::plugins::{Admin, upstreams_on_loopback};
+
+/// A TCP listener that counts the connections made to it: the "server of
+/// the attacker's choosing" a hostile spec names.
+async fn counting_listener() -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    (url, connections)
+}
+
+fn field(body: &Value) -> &str {
+    body["error"]["field"].as_str().unwrap_or_default()
+}
+
+/// A spec may name only the variables and directories the operator granted,
+/// never `SWITCHYARD_*`, and the refusal comes before any connection.
+#[tokio::test]
+async fn an_upstream_spec_cannot_send_the_servers_secrets_anywhere() {
+    let granted = tempfile::tempdir().unwrap();
+    let mut env = upstreams_on_loopback(&granted);
+    env.push(("SWITCHYARD_UPSTREAM__SECRET_ENV", "TOOLS_*"));
+    let app = App::start(&env).await;
+    let admin = Admin::of(&app);
+    let (attacker, connections) = counting_listener().await;
+    // A readable file outside the granted directory: a service-account
+    // token, or the server's own configuration.
+    let outside = tempfile::tempdir().unwrap();
+    let token = outside.path().join("token");
+    std::fs::write(&token, "service-account-token").unwrap();
+    let header = |auth: Value| json!({"url": attacker, "timeout_ms": 1000, "auth": {"header": auth}});
+    let client_credentials = |secret: Value| {
+        let mut cc = json!({"token_url": attacker, "client_id": "c"});
+        cc.as_object_mut().unwrap().extend(secret.as_object().unwrap().clone());
+        json!({"url": attacker, "timeout_ms": 1000, "auth": {"client_credentials": cc}})
+    };
+    for (spec, expected) in [
+        (header(json!({"name": "X-Key", "value_from_file": token})), "spec.auth.header.value_from_file"),
+        (header(json!({"name": "X-Key", "value_from_file": "/proc/self/environ"})), "spec.auth.header.value_from_file"),
+        (
+            header(json!({"name": "X-Key", "value_from_file": format!("{}/../token", granted.path().display())})),
+            "spec.auth.header.value_from_file",
+        ),
+        (
+            header(json!({"name": "X-Key", "value_from_env": "SWITCHYARD_STATE__KEYS"})),
+            "spec.auth.header.value_from_env",
+        ),
+        (header(json!({"name": "X-Key", "value_from_env": "HOME"})), "spec.auth.header.value_from_env"),
+        (
+            client_credentials(json!({"client_secret_from_env": "SWITCHYARD_DATABASE_URL"})),
+            "spec.auth.client_credentials.client_secret_from_env",
+        ),
+        (
+            client_credentials(json!({"client_secret_from_file": token})),
+            "spec.auth.client_credentials.client_secret_from_file",
+        ),
+    ] {
+        let (status, body) =
+            admin.post("/plugins", json!({"namespace": "evil", "kind": "upstream", "spec": spec})).await;
+        assert_eq!((status, field(&body)), (422, expected), "{spec}: {body}");
+        assert!(!body.to_string().contains("service-account-token"), "{body}");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(connections.load(Ordering::SeqCst), 0, "a refused spec connected to its upstream");
+}
+
+/// A WASM spec may preopen only directories the operator made grantable,
+/// and a writable one only from `wasm.writable_dirs`.
+#[tokio::test]
+async fn a_wasm_spec_cannot_preopen_host_directories_it_was_not_granted() {
+    let data = tempfile::tempdir().unwrap();
+    let app = App::start(&[("SWITCHYARD_WASM__GRANTABLE_DIRS", data.path().to_str().unwrap())]).await;
+    let admin = Admin::of(&app);
+    let digest = admin.upload(guest_module("units")).await;
+    let register = |namespace: &str, host: &str, writable: bool| {
+        let spec =
+            json!({"artifact": digest, "grants": {"dirs": [{"host": host, "guest": "/d", "writable": writable}]}});
+        admin.post("/plugins", json!({"namespace": namespace, "kind": "wasm", "spec": spec}))
+    };
+    for host in ["/proc", "/var/run/secrets", "/etc", "/"] {
+        let (status, body) = register("evil", host, false).await;
+        assert_eq!((status, field(&body)), (422, "spec.grants.dirs[0].host"), "{host}: {body}");
+    }
+    let (status, body) = register("evil", data.path().to_str().unwrap(), true).await;
+    assert_eq!((status, field(&body)), (422, "spec.grants.dirs[0].host"), "writable needs wasm.writable_dirs: {body}");
+    let (status, body) = register("units", data.path().to_str().unwrap(), false).await;
+    assert_eq!(status, 201, "a granted directory is accepted: {body}");
+}
+
+/// With a non-loopback `bind` (the image binds 0.0.0.0), a loopback peer is
+/// what a service-mesh sidecar makes of every outside request: it gets no
+/// admin rights unless the operator says so.
+#[tokio::test]
+async fn loopback_peers_are_not_admins_when_the_server_binds_beyond_loopback() {
+    // The listener is on loopback, as every test server is; the configured
+    // `bind` is what a pod's would be.
+    let open = ("SWITCHYARD_AUTH__ALLOW_UNAUTHENTICATED", "true");
+    let exposed = App::start(&[("SWITCHYARD_BIND", "0.0.0.0:8080"), open]).await;
+    let echo = json!({"namespace": "more", "kind": "builtin", "spec": {"name": "echo"}});
+    let (status, body) = Admin::of(&exposed).post("/plugins", echo.clone()).await;
+    assert_eq!(status, 401, "a loopback peer of a 0.0.0.0 server is not trusted: {body}");
+    let trusting =
+        App::start(&[("SWITCHYARD_BIND", "0.0.0.0:8080"), open, ("SWITCHYARD_ADMIN__ALLOW_LOOPBACK", "true")]).await;
+    assert_eq!(Admin::of(&trusting).post("/plugins", echo.clone()).await.0, 201, "the operator opted in");
+    let local = App::start(&[]).await;
+    assert_eq!(Admin::of(&local).post("/plugins", echo).await.0, 201, "loopback bind: loopback peers are trusted");
+}
+
+/// Legacy answers are relayed only for ids a replica of ours minted for this
+/// caller, at a bounded size: a forged id is 400 (it once was 202 and went on
+/// the bus), a huge answer 413, and a flood of forgeries leaves the relay
+/// working for the real answer that follows.
+#[tokio::test]
+async fn forged_and_oversized_legacy_answers_never_reach_the_bus() {
+    let redis = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("switchyard-hostile-{:x}:", rand::random::<u64>());
+    let env = [
+        ("SWITCHYARD_FIXTURE", "conformance"),
+        ("SWITCHYARD_REDIS_URL", redis.as_str()),
+        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
+        ("SWITCHYARD_HTTP__MAX_ANSWER_BYTES", "4096"),
+        ("SWITCHYARD_STATE__KEYS", crate::protocol::SHARED_STATE_KEY),
+    ];
+    let (one, two) = (App::start(&env).await, App::start(&env).await);
+    let http = reqwest::Client::new();
+    let post = |body: String| http.post(two.url()).header("content-type", "application/json").body(body).send();
+    // An id in our format that names a replica that does not exist.
+    let forged = format!("switchyard-{:016x}-{:032x}-{:032x}", 7u64, 9u128, 11u128);
+    let answer = |id: &str, text: &str| json!({"jsonrpc": "2.0", "id": id, "result": {"action": "accept", "content": {"t": text}}});
+    let refused = post(answer(&forged, "x").to_string()).await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let error: Value = refused.json().await.unwrap();
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    let huge = post(answer(&forged, &"x".repeat(8192)).to_string()).await.unwrap();
+    assert_eq!(huge.status(), 413);
+    let flood = futures::future::join_all((0..300u128).map(|i| {
+        let id = format!("switchyard-{:016x}-{i:032x}-{:032x}", rand::random::<u64>(), rand::random::<u128>());
+        post(answer(&id, "flood").to_string())
+    }))
+    .await;
+    assert!(flood.iter().all(|r| r.as_ref().is_ok_and(|r| r.status() == 400)), "every forgery is refused");
+    // The real answer, posted to the other replica, still crosses.
+    let events = crate::protocol::legacy_elicitation(one.url(), two.url()).await;
+    assert!(events[1]["result"]["content"][0]["text"].as_str().unwrap().contains("ada"), "{events:?}");
+}
+
+/// Sends one JSON-RPC request with exactly these headers; the status.
+async fn post_raw(url: &str, headers: &[(&str, &str)], body: Value) -> u16 {
+    let mut request = reqwest::Client::new().post(url).header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.body(body.to_string()).send().await.unwrap().status().as_u16()
+}
+
+/// A fresh random `Mcp-Name` per request buys no fresh budget, in either
+/// era: names the catalog does not know count as their method, a method
+/// without a name counts as itself whatever `Mcp-Name` says, and a legacy
+/// request (no `Mcp-Method`) is limited by what its body says.
+#[tokio::test]
+async fn random_names_do_not_dodge_the_rate_limit() {
+    let env = [("SWITCHYARD_RATE_LIMIT__RATE", "3/m")];
+    let modern = App::start(&env).await;
+    let version = switchyard_protocol::version::LATEST;
+    let call = |name: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": name, "arguments": {}, "_meta": switchyard_testkit::meta(json!({}))}})
+    };
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let name = format!("t{:x}", rand::random::<u64>());
+        let headers = [("mcp-protocol-version", version), ("mcp-method", "tools/call"), ("mcp-name", name.as_str())];
+        statuses.push(post_raw(modern.url(), &headers, call(&name)).await);
+    }
+    assert_eq!(statuses, [400, 400, 400, 429], "unknown tools share the method's budget");
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": switchyard_testkit::meta(json!({}))}});
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let name = format!("n{:x}", rand::random::<u64>());
+        let headers = [("mcp-protocol-version", version), ("mcp-method", "tools/list"), ("mcp-name", name.as_str())];
+        statuses.push(post_raw(modern.url(), &headers, list.clone()).await);
+    }
+    assert_eq!(statuses, [200, 200, 200, 429], "a method without a name is limited by the method alone");
+
+    let legacy = App::start(&env).await;
+    let legacy_call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}});
+    // Headers that contradict a legacy body are refused, and count for nothing.
+    assert_eq!(post_raw(legacy.url(), &[("mcp-name", "other")], legacy_call.clone()).await, 400);
+    assert_eq!(post_raw(legacy.url(), &[("mcp-method", "tools/list")], legacy_call.clone()).await, 400);
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(post_raw(legacy.url(), &[], legacy_call.clone()).await);
+    }
+    assert_eq!(statuses, [200, 200, 200, 429], "a legacy request is limited by its body");
+}
