@@ -1,7 +1,8 @@
 """Lints and renders the chart with the Helm SDK (helm-python-sdk, no helm
 binary), for the default values and for ci-values-all.yaml, validates every
 rendered manifest against the Kubernetes schemas (kubernetes-validate), and
-has the switchyard binary check the configuration file the chart writes;
+has the switchyard binary check the configuration file the chart writes
+(and checks what it grants upstream specs, and where config.extraToml lands);
 the ServiceMonitor (a CRD) is checked for what the Prometheus Operator needs,
 and the dashboard ConfigMap against dashboards/switchyard.json (whose PromQL
 the Rust test `telemetry::the_dashboard_queries_name_real_metrics` checks).
@@ -14,6 +15,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import tomllib
 
 import helm_python as helm
 import kubernetes_validate
@@ -62,6 +64,15 @@ for name, values in [("defaults", None), ("everything", yaml.safe_load((HERE / "
             dashboard = json.loads(document["data"]["switchyard.json"])
             if dashboard != json.loads((CHART / "dashboards" / "switchyard.json").read_text()):
                 failures.append(f"{name}: {path}: the dashboard ConfigMap differs from dashboards/switchyard.json")
+        if document["kind"] == "ConfigMap" and "switchyard.toml" in document["data"]:
+            written = tomllib.loads(document["data"]["switchyard.toml"])
+            # Upstream specs are granted exactly the variables the chart exposes.
+            exposed = [e["env"] for e in (values or {}).get("secrets", {}).get("upstreamEnv", [])]
+            if written.get("upstream", {}).get("secret_env") != exposed:
+                failures.append(f"{name}: upstream.secret_env is not {exposed}: {written.get('upstream')}")
+            # extraToml's bare keys stay top-level (they once landed in the last [[auth.issuers]]).
+            if name == "everything" and written.get("redis_prefix") != "switchyard-prod:":
+                failures.append(f"{name}: extraToml's bare redis_prefix is not a top-level key")
         if document["kind"] == "ConfigMap" and "switchyard.toml" in document["data"] and len(sys.argv) > 1:
             with tempfile.NamedTemporaryFile("w", suffix=".toml") as config:
                 config.write(document["data"]["switchyard.toml"])
