@@ -124,8 +124,9 @@ impl Verifier {
                     self.cache.insert(digest, Verdict { outcome: Ok(Arc::clone(&principal)), until });
                     return Ok(principal);
                 }
-                // The server could not be asked: ask again next time.
-                Err(Rejection::Unavailable) => return Err(Rejection::Unavailable),
+                // The server could not be asked, or the token becomes valid
+                // later: ask again next time.
+                Err(error @ (Rejection::Unavailable | Rejection::NotYetValid)) => return Err(error),
                 // A definite no: repeating the token costs no call for a while.
                 Err(refused) => {
                     let until = SystemTime::now() + self.config.introspection_negative_ttl;

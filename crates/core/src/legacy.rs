@@ -123,6 +123,13 @@ impl RecentIds {
     }
 }
 
+impl RecentIds {
+    /// Forgets `id` (its relay failed); its place in the order ages out.
+    pub(crate) fn forget(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).0.remove(id);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +159,8 @@ mod tests {
         let recent = RecentIds::default();
         assert!(recent.first_time("a"));
         assert!(!recent.first_time("a"));
+        recent.forget("a");
+        assert!(recent.first_time("a"), "a failed relay may be retried");
         for i in 0..RecentIds::CAPACITY {
             recent.first_time(&i.to_string());
         }

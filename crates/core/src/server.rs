@@ -230,6 +230,8 @@ impl Server {
         match self.catalog.bus().publish(event).await {
             Ok(()) => Delivered::Relayed,
             Err(error) => {
+                // Not relayed: the client's retry must be.
+                self.relayed.forget(text);
                 tracing::warn!(%error, "could not relay a client's answer to its replica");
                 Delivered::Unknown
             }

@@ -41,8 +41,8 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         Some(limiter) => {
             let principal = limit_principal(&caller, &parts.extensions);
             let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-            let checked = match header(switchyard_protocol::headers::METHOD) {
-                None => false,
+            let counted = match header(switchyard_protocol::headers::METHOD) {
+                None => None,
                 Some(method) => {
                     let name = header(switchyard_protocol::headers::NAME)
                         .and_then(|raw| switchyard_protocol::headers::decode_value(raw.trim()).ok());
@@ -50,10 +50,10 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
                     if let Err(refused) = limit(limiter.as_ref(), &principal, target).await {
                         return refused;
                     }
-                    true
+                    Some(target.to_owned())
                 }
             };
-            Some((principal, checked))
+            Some((principal, counted))
         }
     };
 
@@ -120,11 +120,15 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         return reply::error(Some(&id), &e);
     }
 
-    // Step 3, for a request whose headers did not say what it is: by the body.
-    if let (Some(limiter), Some((principal, false))) = (&state.limiter, &limited) {
+    // Step 3 again, by the body, unless the headers already named the same
+    // target: a legacy request sends no headers, and one that sends
+    // `Mcp-Method` without `Mcp-Name` was counted against the method only.
+    if let (Some(limiter), Some((principal, counted))) = (&state.limiter, &limited) {
         let name = prepared.method.name_param().and_then(|member| prepared.params.get(member)).and_then(Value::as_str);
         let target = state.server.limit_target(prepared.method.as_str(), name);
-        if let Err(refused) = limit(limiter.as_ref(), principal, target).await {
+        if counted.as_deref() != Some(target)
+            && let Err(refused) = limit(limiter.as_ref(), principal, target).await
+        {
             return refused;
         }
     }

@@ -88,7 +88,7 @@ impl Switchyard {
         server.spawn_answer_relay(shutdown.clone());
         if config.ephemeral_state_key {
             tracing::warn!(
-                "no state.keys configured: requestState is sealed with a per-process key, so multi-round requests only work against this one replica"
+                "no state.keys configured: requestState and the ids of requests to legacy clients are sealed with a per-process key, so multi-round requests and legacy clients' answers only work against this one replica"
             );
         }
         let limiter: Option<Arc<dyn switchyard_http::limit::RateLimiter>> = match (&config.rate_limit, &config.redis) {

@@ -3,11 +3,12 @@
 //! Three classes of address, from the most to the least dangerous:
 //! - never: unspecified, broadcast, multicast;
 //! - cloud metadata and link-local (169.254.0.0/16, fe80::/10, AWS's
-//!   `fd00:ec2::254` and `fd00:ec2::23`, Azure's 168.63.129.16, Alibaba's
-//!   100.100.100.200) and NAT64 (`64:ff9b::/96`, `64:ff9b:1::/48`, which
-//!   can carry any IPv4 address): only with `allow_link_local`, or a range
-//!   given by CIDR;
-//! - internal (loopback, RFC 1918, CGNAT, unique local, IPv4 "this network"):
+//!   `fd00:ec2::254` and `fd00:ec2::23`, Google's `fd20:ce::254`, Azure's
+//!   168.63.129.16, Alibaba's 100.100.100.200) and NAT64 (`64:ff9b::/96`,
+//!   `64:ff9b:1::/48`, which can carry any IPv4 address): only with
+//!   `allow_link_local` (no range opens them);
+//! - internal (loopback, RFC 1918, CGNAT, unique local, IPv4 "this network",
+//!   and 6to4 and Teredo, which tunnel IPv4 we cannot see):
 //!   only for a host the operator allow-listed by name (`*` alone does not
 //!   count, `*.svc.cluster.local` does), or a range given by CIDR.
 //!
@@ -27,8 +28,8 @@ pub struct OutboundPolicy {
     /// public host, `*.example.com` any subdomain. Default `["*"]`. A host
     /// matched by an entry other than `*` may resolve to internal addresses.
     pub allowed_hosts: Vec<String>,
-    /// Address ranges any allowed host may resolve to, internal, NAT64 or
-    /// link-local ones included. Default none.
+    /// Address ranges any allowed host may resolve to even when internal
+    /// (metadata, link-local and NAT64 addresses stay refused). Default none.
     pub allowed_ranges: Vec<IpNet>,
     /// Allow link-local, NAT64 and cloud metadata addresses. Default false.
     pub allow_link_local: bool,
@@ -97,20 +98,19 @@ impl OutboundPolicy {
     /// # Errors
     /// Why the address is refused.
     pub fn check_ip(&self, ip: IpAddr, allowed: Allowed) -> Result<(), String> {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
+        let ip = embedded_v4(ip);
         if is_never(ip) {
             return Err(format!("{ip} is not a unicast address"));
         }
-        if self.allowed_ranges.iter().any(|range| range.contains(&ip)) {
-            return Ok(());
-        }
+        // Before the ranges: an operator's `fd00::/8` must not open AWS's
+        // `fd00:ec2::254`; only `allow_link_local` opens these.
         if is_metadata_or_link_local(ip) && !self.allow_link_local {
             return Err(format!(
                 "{ip} is link-local, NAT64 or a cloud metadata address (upstream.allow_link_local is off)"
             ));
+        }
+        if self.allowed_ranges.iter().any(|range| range.contains(&ip)) {
+            return Ok(());
         }
         if is_internal(ip) && allowed == Allowed::Wildcard {
             return Err(format!(
@@ -127,6 +127,15 @@ impl OutboundPolicy {
     }
 }
 
+/// The IPv4 address an IPv6 one carries as `::ffff:a.b.c.d` (mapped) or
+/// `::a.b.c.d` (the deprecated compatible form), so each is judged as IPv4.
+fn embedded_v4(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) if !v6.is_loopback() && !v6.is_unspecified() => v6.to_ipv4().map_or(ip, IpAddr::V4),
+        other => other,
+    }
+}
+
 fn is_never(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast(),
@@ -136,9 +145,12 @@ fn is_never(ip: IpAddr) -> bool {
 
 /// Azure's wire server (metadata, DHCP, health) and Alibaba's metadata service.
 const METADATA_V4: [Ipv4Addr; 2] = [Ipv4Addr::new(168, 63, 129, 16), Ipv4Addr::new(100, 100, 100, 200)];
-/// AWS's IPv6 metadata service and its DNS resolver.
-const METADATA_V6: [Ipv6Addr; 2] =
-    [Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254), Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x23)];
+/// AWS's IPv6 metadata service and its DNS resolver, and Google Cloud's.
+const METADATA_V6: [Ipv6Addr; 3] = [
+    Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254),
+    Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x23),
+    Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254),
+];
 
 fn is_metadata_or_link_local(ip: IpAddr) -> bool {
     match ip {
@@ -158,9 +170,16 @@ fn is_internal(ip: IpAddr) -> bool {
             let [a, b, ..] = v4.octets();
             v4.is_loopback() || v4.is_private() || a == 0 || (a == 100 && (64..128).contains(&b))
         }
-        // ::1, fc00::/7 (unique local), fec0::/10 (the old site-local).
+        // ::1, fc00::/7 (unique local), fec0::/10 (the old site-local), and
+        // the tunnels that carry an IPv4 address we cannot see through:
+        // 6to4 (2002::/16) and Teredo (2001::/32).
         IpAddr::V6(v6) => {
-            v6.is_loopback() || (v6.segments()[0] & 0xfe00) == 0xfc00 || (v6.segments()[0] & 0xffc0) == 0xfec0
+            let s = v6.segments();
+            v6.is_loopback()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfec0
+                || s[0] == 0x2002
+                || (s[0] == 0x2001 && s[1] == 0)
         }
     }
 }
@@ -211,6 +230,8 @@ mod tests {
             "http://[fe80::1]/",
             "http://[fd00:ec2::254]/",
             "http://[fd00:ec2::23]/",
+            "http://[fd20:ce::254]/",
+            "http://[::a9fe:a9fe]/",
             "http://[64:ff9b::a9fe:a9fe]/",
             "http://[64:ff9b:1::7f00:1]/",
             "http://[::ffff:169.254.169.254]/",
@@ -237,6 +258,9 @@ mod tests {
             "http://192.168.1.1/",
             "http://100.64.0.1/",
             "http://[fd12:3456::1]/",
+            "http://[::7f00:1]/",
+            "http://[2002:7f00:1::]/",
+            "http://[2001:0:4136:e378::1]/",
             "http://0.1.2.3/",
         ] {
             let error = policy.check_url(&url(internal)).unwrap_err();
@@ -249,6 +273,10 @@ mod tests {
             OutboundPolicy { allowed_ranges: vec!["10.0.0.0/8".parse().unwrap()], ..OutboundPolicy::default() };
         assert!(ranged.check_url(&url("http://10.0.0.5/")).is_ok());
         assert!(ranged.check_url(&url("http://192.168.1.1/")).is_err());
+        let unique_local =
+            OutboundPolicy { allowed_ranges: vec!["fd00::/8".parse().unwrap()], ..OutboundPolicy::default() };
+        assert!(unique_local.check_url(&url("http://[fd00:1::1]/")).is_ok());
+        assert!(unique_local.check_url(&url("http://[fd00:ec2::254]/")).is_err(), "a range does not open metadata");
         // A name allowed by the operator may resolve to internal addresses; `*` may not.
         let cluster = OutboundPolicy { allowed_hosts: vec!["*.svc.cluster.local".into()], ..OutboundPolicy::default() };
         let internal: IpAddr = "10.1.2.3".parse().unwrap();

@@ -283,6 +283,9 @@ impl Runtime {
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone());
         for dir in &grants.dirs {
+            // A link planted since registration must not lead out of the grant.
+            switchyard_core::plugin_spec::confined_now(std::path::Path::new(&dir.host), &dir.root)
+                .map_err(|e| RunError::Interface(format!("granted directory {}: {e}", dir.guest)))?;
             let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
             wasi.preopened_dir(&dir.host, &dir.guest, perms)
                 .map_err(|e| RunError::Interface(format!("cannot open granted directory {}: {e}", dir.guest)))?;

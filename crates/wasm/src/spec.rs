@@ -21,15 +21,17 @@ pub struct HostDirs {
 }
 
 impl HostDirs {
-    /// Checks `host`, a `grants.dirs[i].host`, for the spec field's message.
-    fn check(&self, host: &str, writable: bool) -> Result<(), String> {
-        if writable {
-            return confined(host, &self.writable).map(drop).map_err(|e| format!("{e} (wasm.writable_dirs)"));
-        }
-        confined(host, &self.readable)
-            .or_else(|_| confined(host, &self.writable))
-            .map(drop)
-            .map_err(|e| format!("{e} (wasm.grantable_dirs)"))
+    /// Checks `host`, a `grants.dirs[i].host`: the granted directory it
+    /// lies in, or why not, for the spec field's message.
+    fn check(&self, host: &str, writable: bool) -> Result<PathBuf, String> {
+        let root = if writable {
+            confined(host, &self.writable).map_err(|e| format!("{e} (wasm.writable_dirs)"))?
+        } else {
+            confined(host, &self.readable)
+                .or_else(|_| confined(host, &self.writable))
+                .map_err(|e| format!("{e} (wasm.grantable_dirs)"))?
+        };
+        Ok(root.to_path_buf())
     }
 }
 
@@ -91,6 +93,9 @@ pub struct Preopen {
     pub guest: String,
     /// Whether the module may change it.
     pub writable: bool,
+    /// The operator's grantable directory `host` lies in: checked again
+    /// (symbolic links resolved) every time the directory is opened.
+    pub root: PathBuf,
 }
 
 impl WasmSpec {
@@ -170,8 +175,8 @@ impl WasmSpec {
                         }
                     };
                     let host = text("host")?;
-                    host_dirs.check(&host, writable).map_err(|e| invalid(&format!("{field}.host"), e))?;
-                    grants.dirs.push(Preopen { host, guest: text("guest")?, writable });
+                    let root = host_dirs.check(&host, writable).map_err(|e| invalid(&format!("{field}.host"), e))?;
+                    grants.dirs.push(Preopen { host, guest: text("guest")?, writable, root });
                 }
             }
             if let Some(env) = given.get("env") {
@@ -250,7 +255,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(spec.limits, Limits { fuel: 10, memory_bytes: 2 << 20, timeout: Duration::from_millis(250) });
-        assert_eq!(spec.grants.dirs[0], Preopen { host: "/srv".into(), guest: "/data".into(), writable: true });
+        assert_eq!(
+            spec.grants.dirs[0],
+            Preopen { host: "/srv".into(), guest: "/data".into(), writable: true, root: "/srv".into() }
+        );
         assert_eq!(spec.grants.env, [("A".to_owned(), "b".to_owned())]);
     }
 }

@@ -205,13 +205,19 @@ async fn scopes_decide_what_a_caller_sees_and_calls() {
     assert_eq!(plain.request_with("tasks/get", task, tasks).await.result()["status"], "working");
 }
 
+/// `SWITCHYARD_AUTH__INTROSPECTION` for the test server's introspection
+/// endpoint, with `more` (`, key = value` pairs) inside the table.
+fn introspection_setting(authorization: &AuthorizationServer, more: &str) -> String {
+    format!(
+        "{{ endpoint = \"{0}/token/introspection\", client_id = \"switchyard-introspector\", client_secret = \"switchyard-introspector-secret\", issuer = \"{0}\"{more} }}",
+        authorization.issuer()
+    )
+}
+
 #[tokio::test]
 async fn opaque_tokens_are_introspected() {
     let authorization = AuthorizationServer::start().await;
-    let introspection = format!(
-        "{{ endpoint = \"{0}/token/introspection\", client_id = \"switchyard-introspector\", client_secret = \"switchyard-introspector-secret\", issuer = \"{0}\" }}",
-        authorization.issuer()
-    );
+    let introspection = introspection_setting(&authorization, "");
     let Secured { app, resource } =
         secured(&authorization, &[("SWITCHYARD_AUTH__INTROSPECTION", introspection.as_str())]).await;
     let token = authorization.token("mcp-opaque", "mcp", &resource).await;
@@ -235,10 +241,7 @@ async fn opaque_tokens_are_introspected() {
 #[tokio::test]
 async fn introspection_answers_age_out_and_refusals_are_remembered() {
     let authorization = AuthorizationServer::start().await;
-    let introspection = format!(
-        "{{ endpoint = \"{0}/token/introspection\", client_id = \"switchyard-introspector\", client_secret = \"switchyard-introspector-secret\", issuer = \"{0}\", max_age = \"1s\", negative_ttl = \"1m\" }}",
-        authorization.issuer()
-    );
+    let introspection = introspection_setting(&authorization, r#", max_age = "1s", negative_ttl = "1m""#);
     let Secured { app, resource } =
         secured(&authorization, &[("SWITCHYARD_AUTH__INTROSPECTION", introspection.as_str())]).await;
     let token = authorization.token("mcp-opaque", "mcp", &resource).await;

@@ -180,7 +180,7 @@ async fn post_raw(url: &str, headers: &[(&str, &str)], body: Value) -> u16 {
 /// request (no `Mcp-Method`) is limited by what its body says.
 #[tokio::test]
 async fn random_names_do_not_dodge_the_rate_limit() {
-    let env = [("SWITCHYARD_RATE_LIMIT__RATE", "3/m")];
+    let env = [("SWITCHYARD_RATE_LIMIT__RATE", "3/m"), ("SWITCHYARD_RATE_LIMIT__PLUGINS__CALCULATOR", "1/m")];
     let modern = App::start(&env).await;
     let version = switchyard_protocol::version::LATEST;
     let call = |name: &str| {
@@ -213,4 +213,11 @@ async fn random_names_do_not_dodge_the_rate_limit() {
         statuses.push(post_raw(legacy.url(), &[], legacy_call.clone()).await);
     }
     assert_eq!(statuses, [200, 200, 200, 429], "a legacy request is limited by its body");
+    // `Mcp-Method` alone counts the method; the body's tool, under a
+    // stricter rate of its own, is counted too.
+    let sum = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                     "params": {"name": "calculator_arithmetic", "arguments": {"expression": "1+1"}}});
+    let method_only = [("mcp-method", "tools/call")];
+    assert_eq!(post_raw(legacy.url(), &method_only, sum.clone()).await, 200);
+    assert_eq!(post_raw(legacy.url(), &method_only, sum).await, 429, "the tool's own 1/m applies");
 }
