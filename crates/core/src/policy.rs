@@ -34,6 +34,10 @@ pub struct Policy {
     pub prompts: HashMap<String, Vec<String>>,
     /// By resource URI or URI template.
     pub resources: HashMap<String, Vec<String>>,
+    /// Every request must come with a verified caller (authorization is on).
+    /// A request with the anonymous caller is then refused, so a route
+    /// that lost its auth layer fails closed rather than open.
+    pub authenticated_only: bool,
 }
 
 /// The kind of item a scope rule applies to.
@@ -86,6 +90,12 @@ pub fn covers(granted: &BTreeSet<String>, needed: &str) -> bool {
 }
 
 impl Caller {
+    /// The caller of an unauthenticated configuration: no principal, every
+    /// item allowed. A server whose policy is `authenticated_only` refuses it.
+    pub fn anonymous() -> Self {
+        Self::default()
+    }
+
     /// Whether this caller may use an item needing `needed`.
     pub fn may_use(&self, needed: &[String]) -> bool {
         match &self.scopes {

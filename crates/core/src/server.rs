@@ -343,6 +343,15 @@ impl Server {
         modern_hint: bool,
         caller: Caller,
     ) -> Result<Prepared, ErrorObject> {
+        if self.config.policy.authenticated_only && !caller.is_scoped() {
+            // Only a misassembled server gets here (a route without the auth
+            // layer): refuse rather than serve an unverified caller everything.
+            tracing::error!("a request reached the server without a verified caller; refused");
+            return Err(ErrorObject::new(
+                switchyard_protocol::error::INTERNAL_ERROR,
+                "This server requires authorization, and the request arrived without a verified caller",
+            ));
+        }
         let method = Method::parse(method);
         let claims_modern = RequestMeta::claimed_version(&params).is_some();
         if !claims_modern && !modern_hint {

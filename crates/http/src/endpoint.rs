@@ -28,9 +28,9 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     if let Some(refused) = guard::refusal(&state.config, parts.version, &parts.uri, &headers) {
         return refused;
     }
-    // The caller, as an auth layer in front established it; without one
-    // (authorization off), an anonymous caller who may use everything.
-    let caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
+    // The caller, as an auth layer in front established it; without one, the
+    // anonymous caller, which `core` refuses when authorization is on.
+    let caller = parts.extensions.get::<Caller>().cloned().unwrap_or_else(Caller::anonymous);
     // Step 3 (ours): the rate limit, from headers and the connection only, so
     // a refused request costs no body read or parse. That needs `Mcp-Method`;
     // a request without it (a legacy client) is limited once its body is

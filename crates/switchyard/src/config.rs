@@ -592,12 +592,16 @@ impl TryFrom<RawConfig> for Config {
             problems.push("registry.sync_interval must be more than 0".into());
         }
         let rate_limit = rate_limit_config(raw.rate_limit, &mut problems);
-        let policy = switchyard_core::policy::Policy {
+        let mut policy = switchyard_core::policy::Policy {
             tools: scope_map(&raw.auth.scopes.tools),
             prompts: scope_map(&raw.auth.scopes.prompts),
             resources: scope_map(&raw.auth.scopes.resources),
+            authenticated_only: false,
         };
         let auth = auth_config(raw.auth, bind, &http.endpoint, &mut problems);
+        // With authorization on, `core` refuses any request without a
+        // verified caller: a route that lost its auth layer fails closed.
+        policy.authenticated_only = auth.is_some();
         let admin = admin_config(raw.admin, bind, &mut problems);
         let (wasm, grants) = plugins::plugin_config(raw.wasm, raw.upstream, &mut problems);
 

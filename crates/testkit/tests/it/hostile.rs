@@ -221,3 +221,62 @@ async fn random_names_do_not_dodge_the_rate_limit() {
     assert_eq!(post_raw(legacy.url(), &method_only, sum.clone()).await, 200);
     assert_eq!(post_raw(legacy.url(), &method_only, sum).await, 429, "the tool's own 1/m applies");
 }
+
+/// With `[auth]` on, a request that reaches `core` without a verified caller
+/// is refused: here the MCP route is assembled without its auth layer, as a
+/// wiring mistake would, and nothing is served to the unverified caller.
+#[tokio::test]
+async fn a_route_without_its_auth_layer_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("registry.db").display());
+    let env = [
+        ("SWITCHYARD_AUTH__ISSUERS".to_owned(), "[{ issuer = \"http://127.0.0.1:9\" }]".to_owned()),
+        ("SWITCHYARD_DATABASE_URL".to_owned(), database),
+    ];
+    let config = switchyard::config::RawConfig::load(None, env)
+        .and_then(switchyard::config::Config::try_from)
+        .expect("valid configuration");
+    let http_config = config.http.clone();
+    let app = switchyard::Switchyard::build(config).await.unwrap();
+    let unguarded = switchyard_http::router(app.server.clone(), http_config.clone(), app.health.clone(), None, None);
+    let listener = switchyard_http::bind(([127, 0, 0, 1], 0).into(), 128).unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(
+        async move { switchyard_http::serve(listener, unguarded, &http_config, stopped.cancelled_owned()).await },
+    );
+    let version = switchyard_protocol::version::LATEST;
+    let meta = switchyard_testkit::meta(json!({}));
+    for (method, name, params) in [
+        ("tools/list", None, json!({"_meta": meta})),
+        ("tools/call", Some("echo"), json!({"name": "echo", "arguments": {"text": "x"}, "_meta": meta})),
+    ] {
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", version)
+            .header("mcp-method", method);
+        if let Some(name) = name {
+            request = request.header("mcp-name", name);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let answer: Value = request.body(body.to_string()).send().await.unwrap().json().await.unwrap();
+        assert!(answer.get("result").is_none(), "{method} was served to an unverified caller: {answer}");
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    }
+    // A legacy request too.
+    let legacy = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    let answer: Value = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(legacy.to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    stop.cancel();
+}
