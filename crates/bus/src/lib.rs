@@ -9,8 +9,11 @@
 //!
 //! Even a single process publishes through the bus, so the one-replica path is
 //! the same path that scales out. [`testing`] starts Redis servers and
-//! clusters of a test's own.
+//! clusters of a test's own. [`marks`] keeps single-use marks on the same
+//! Redis (or in process), which `core` needs to refuse a replayed
+//! `requestState` on every replica.
 
+pub mod marks;
 mod memory;
 mod redis;
 pub mod testing;

@@ -19,7 +19,7 @@ use crate::error::{Delivery, Error};
 use crate::legacy;
 use crate::plugin::{CallContext, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult};
 use crate::server::{Prepared, Server};
-use crate::state::Binding;
+use crate::state::{Binding, OpenError};
 use switchyard_telemetry::ToolOutcome;
 
 use crate::tasks::{TaskRecord, TaskStatus, TaskSupport, Tasks, Transition, millis, now_ms};
@@ -111,7 +111,7 @@ impl Call<'_> {
             params: &request.params,
             principal: request.caller.principal.as_deref(),
         };
-        let input = self.input_round(binding)?;
+        let input = self.input_round(binding).await?;
         let token = CancellationToken::new();
         let cx = CallContext {
             caller: request.caller.clone(),
@@ -262,7 +262,7 @@ impl Call<'_> {
             params: &request.params,
             principal: request.caller.principal.as_deref(),
         };
-        let mut input = self.input_round(binding)?;
+        let mut input = self.input_round(binding).await?;
         let timeout = self.server.config.call_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         let plugin_error = |source| Error::Plugin { plugin: plugin.id().to_owned(), source };
@@ -386,8 +386,10 @@ impl Call<'_> {
         Ok(responses)
     }
 
-    /// Reads `inputResponses` and opens `requestState` on a retry.
-    fn input_round(&self, binding: Binding<'_>) -> Result<Option<InputRound>, Error> {
+    /// Reads `inputResponses` and opens `requestState` on a retry. A state
+    /// that comes with answers is used once: a second retry with it (a
+    /// replay, or a client's duplicate) is refused on every replica.
+    async fn input_round(&self, binding: Binding<'_>) -> Result<Option<InputRound>, Error> {
         let params = &self.request.params;
         let responses = match params.get("inputResponses") {
             None | Some(Value::Null) => None,
@@ -401,7 +403,21 @@ impl Call<'_> {
         };
         let state = match params.get("requestState") {
             None | Some(Value::Null) => None,
-            Some(Value::String(sealed)) => Some(self.server.sealer.open(sealed, binding).map_err(Error::RequestState)?),
+            Some(Value::String(sealed)) => {
+                let opened = self.server.sealer.open(sealed, binding).map_err(Error::RequestState)?;
+                if responses.is_some() && self.server.config.state_single_use {
+                    match self.server.state_marks.first_use(&opened.id, opened.expires_at).await {
+                        Ok(true) => {}
+                        Ok(false) => return Err(Error::RequestState(OpenError::Replayed)),
+                        Err(error) => {
+                            // Fail closed: a use that cannot be recorded could be repeated.
+                            tracing::warn!(%error, "cannot record the use of a requestState; refused");
+                            return Err(Error::Protocol(ErrorObject::internal()));
+                        }
+                    }
+                }
+                Some(opened.state)
+            }
             Some(_) => return Err(Error::InvalidParams("requestState must be a string".into())),
         };
         Ok(match (responses, state) {

@@ -9,7 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use switchyard_bus::marks::{LocalMarks, Marks};
 use switchyard_bus::{Delivery as BusDelivery, Event};
+
+/// Uses of `requestState` one process remembers (each until its state expires).
+const LOCAL_STATE_MARKS: u64 = 1_000_000;
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::meta::{META, SERVER_INFO};
 use switchyard_protocol::version::{self, Era};
@@ -50,6 +54,9 @@ pub struct Config {
     pub state_keys: Vec<StateKey>,
     /// How long a sealed `requestState` stays valid. Default 10 minutes.
     pub state_lifetime: Duration,
+    /// A `requestState` that comes back with input answers opens once
+    /// (marked in [`Server::with_state_marks`], in process by default).
+    pub state_single_use: bool,
     /// Scopes items need beyond what their plugins declare.
     pub policy: Policy,
 }
@@ -119,6 +126,8 @@ pub struct Server {
     pub(crate) replica: String,
     /// The Tasks extension, when a task store is configured.
     pub(crate) tasks: Option<Arc<Tasks>>,
+    /// Where the uses of `requestState` are marked.
+    pub(crate) state_marks: Arc<dyn Marks>,
 }
 
 /// Where a legacy client's answer went.
@@ -148,7 +157,16 @@ impl Server {
             relayed: crate::legacy::RecentIds::default(),
             replica,
             tasks: None,
+            state_marks: Arc::new(LocalMarks::new(LOCAL_STATE_MARKS)),
         }
+    }
+
+    /// Marks the uses of `requestState` in `marks` (Redis, when replicas
+    /// share the work) instead of this process's memory.
+    #[must_use]
+    pub fn with_state_marks(mut self, marks: Arc<dyn Marks>) -> Self {
+        self.state_marks = marks;
+        self
     }
 
     /// Serves the Tasks extension with `tasks`: advertised in

@@ -1,16 +1,20 @@
 //! Sealing MRTR `requestState` so that a client can carry it but neither read
-//! it as anything meaningful nor change it (SEP-2322: treat it as
-//! attacker-controlled).
+//! nor change it (SEP-2322: treat it as attacker-controlled).
 //!
-//! Format: `v1.{key id}.{base64url(payload)}.{base64url(HMAC-SHA256)}`, the MAC
-//! over everything before the last dot. The payload binds the method, a digest
-//! of the request's parameters (without `_meta`, `inputResponses` and
-//! `requestState`), the principal, and an expiry. Keys come from configuration
-//! with ids, so every replica verifies what any replica sealed: the first key
-//! signs, every listed key verifies, which is how keys rotate.
+//! Format: `v2.{key id}.{base64url(salt ‖ ciphertext ‖ tag)}`: AES-256-GCM
+//! (aws-lc-rs, already our TLS and JWT crypto) under a key of its own for
+//! every message, HMAC-SHA256(secret, label ‖ salt) with a 128-bit random
+//! salt, so random nonces can never repeat under one key; `v2.{key id}` is
+//! the associated data. The payload binds the method, a digest of the
+//! request's parameters (without `_meta`, `inputResponses` and
+//! `requestState`), the principal, an expiry and a random id, by which
+//! `core` refuses a second use (see `bus::marks`). Keys come from
+//! configuration with ids, so every replica opens what any replica sealed:
+//! the first key seals, every listed key opens, which is how keys rotate.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
@@ -21,7 +25,10 @@ use switchyard_protocol::canonical;
 
 type HmacSha256 = Hmac<Sha256>;
 
-const VERSION: &str = "v1";
+const VERSION: &str = "v2";
+/// Separates the per-message key derivation from every other use of a secret.
+const KEY_LABEL: &[u8] = b"switchyard-requestState-v2\0";
+const SALT_LEN: usize = 16;
 
 /// A signing key with its id.
 #[derive(Clone)]
@@ -53,6 +60,20 @@ pub enum OpenError {
     /// It was issued for another method, other parameters or another caller.
     #[error("requestState does not belong to this request")]
     WrongRequest,
+    /// It was used already (each carries its answers once).
+    #[error("requestState was already used")]
+    Replayed,
+}
+
+/// An opened `requestState`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Opened {
+    /// The plugin's state.
+    pub state: Option<Value>,
+    /// Its random id, for the single-use mark.
+    pub id: String,
+    /// When it expires, Unix seconds (and so may the mark).
+    pub expires_at: u64,
 }
 
 /// What a sealed state is bound to.
@@ -76,8 +97,8 @@ struct Payload {
     p: Option<String>,
     /// Expiry, Unix seconds.
     e: u64,
-    /// Random nonce: two rounds never seal to the same string.
-    n: u64,
+    /// Random id (128 bits, hex): two rounds never seal alike, and a use is marked by it.
+    n: String,
     /// The plugin's state.
     s: Option<Value>,
 }
@@ -103,36 +124,46 @@ impl StateSealer {
             d: params_digest(binding.params),
             p: binding.principal.map(str::to_owned),
             e: now_secs().saturating_add(self.lifetime.as_secs()),
-            n: rand::random(),
+            n: format!("{:032x}", rand::random::<u128>()),
             s: state,
         };
         let key = &self.keys[0];
-        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).unwrap_or_default());
-        let signed = format!("{VERSION}.{}.{body}", key.id);
-        let tag = URL_SAFE_NO_PAD.encode(mac(&key.secret, signed.as_bytes()).finalize().into_bytes());
-        format!("{signed}.{tag}")
+        let head = format!("{VERSION}.{}", key.id);
+        let salt: [u8; SALT_LEN] = rand::random();
+        let mut sealed = serde_json::to_vec(&payload).unwrap_or_default();
+        message_key(&key.secret, &salt)
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key([0; NONCE_LEN]),
+                Aad::from(head.as_bytes()),
+                &mut sealed,
+            )
+            .unwrap_or_else(|_| unreachable!("AES-GCM seals any message under 64 GiB"));
+        let mut body = salt.to_vec();
+        body.extend_from_slice(&sealed);
+        format!("{head}.{}", URL_SAFE_NO_PAD.encode(body))
     }
 
-    /// Verifies and opens a sealed state for the request described by `binding`.
+    /// Opens a sealed state for the request described by `binding`.
     ///
     /// # Errors
     /// When the state is malformed, tampered with, expired, or was sealed for
     /// another request.
-    pub fn open(&self, sealed: &str, binding: Binding<'_>) -> Result<Option<Value>, OpenError> {
-        let (signed, tag) = sealed.rsplit_once('.').ok_or(OpenError::Malformed)?;
-        let mut parts = signed.splitn(3, '.');
-        let (Some(VERSION), Some(kid), Some(body)) = (parts.next(), parts.next(), parts.next()) else {
+    pub fn open(&self, sealed: &str, binding: Binding<'_>) -> Result<Opened, OpenError> {
+        let (head, body) = sealed.rsplit_once('.').ok_or(OpenError::Malformed)?;
+        let (VERSION, kid) = head.split_once('.').ok_or(OpenError::Malformed)? else {
             return Err(OpenError::Malformed);
         };
         let key = self.keys.iter().find(|k| k.id == kid).ok_or(OpenError::Malformed)?;
-        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| OpenError::Tampered)?;
-        // Constant-time comparison.
-        mac(&key.secret, signed.as_bytes()).verify_slice(&tag).map_err(|_| OpenError::Tampered)?;
-        let payload: Payload = URL_SAFE_NO_PAD
-            .decode(body)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .ok_or(OpenError::Malformed)?;
+        let body = URL_SAFE_NO_PAD.decode(body).map_err(|_| OpenError::Malformed)?;
+        if body.len() < SALT_LEN + AES_256_GCM.tag_len() {
+            return Err(OpenError::Malformed);
+        }
+        let (salt, ciphertext) = body.split_at(SALT_LEN);
+        let mut plaintext = ciphertext.to_vec();
+        let opened = message_key(&key.secret, salt)
+            .open_in_place(Nonce::assume_unique_for_key([0; NONCE_LEN]), Aad::from(head.as_bytes()), &mut plaintext)
+            .map_err(|_| OpenError::Tampered)?;
+        let payload: Payload = serde_json::from_slice(opened).map_err(|_| OpenError::Malformed)?;
         if payload.e < now_secs() {
             return Err(OpenError::Expired);
         }
@@ -142,8 +173,19 @@ impl StateSealer {
         {
             return Err(OpenError::WrongRequest);
         }
-        Ok(payload.s)
+        Ok(Opened { state: payload.s, id: format!("{kid}:{}", payload.n), expires_at: payload.e })
     }
+}
+
+/// The AES-256-GCM key of one message: the secret's HMAC over the salt.
+fn message_key(secret: &[u8], salt: &[u8]) -> LessSafeKey {
+    let mut derive = mac(secret, KEY_LABEL);
+    derive.update(salt);
+    let bytes = derive.finalize().into_bytes();
+    LessSafeKey::new(
+        UnboundKey::new(&AES_256_GCM, &bytes)
+            .unwrap_or_else(|_| unreachable!("HMAC-SHA256 gives the 32 bytes AES-256 takes")),
+    )
 }
 
 impl StateSealer {
@@ -226,7 +268,7 @@ mod tests {
         // A retry with fresh _meta and inputResponses still opens.
         let retry = params(json!({"arguments": {"a": 1}, "name": "t", "_meta": {"y": 2}, "inputResponses": {}}));
         let opened = sealer.open(&sealed, Binding { params: &retry, ..binding }).unwrap();
-        assert_eq!(opened, Some(json!({"round": 1})));
+        assert_eq!(opened.state, Some(json!({"round": 1})));
         // Other arguments, method or principal do not.
         let other = params(json!({"name": "t", "arguments": {"a": 2}}));
         assert_eq!(sealer.open(&sealed, Binding { params: &other, ..binding }), Err(OpenError::WrongRequest));
@@ -240,15 +282,37 @@ mod tests {
         let p = params(json!({"name": "t"}));
         let binding = Binding { method: "tools/call", params: &p, principal: None };
         let sealed = sealer.seal(binding, None);
-        assert_eq!(sealer.open(&format!("{sealed}-TAMPERED"), binding), Err(OpenError::Tampered));
-        let (head, _) = sealed.rsplit_once('.').unwrap();
+        assert_eq!(sealer.open(&format!("{sealed}A"), binding), Err(OpenError::Tampered));
+        let (head, body) = sealed.rsplit_once('.').unwrap();
+        let mut bytes = URL_SAFE_NO_PAD.decode(body).unwrap();
+        *bytes.last_mut().unwrap() ^= 1;
+        let flipped = format!("{head}.{}", URL_SAFE_NO_PAD.encode(&bytes));
+        assert_eq!(sealer.open(&flipped, binding), Err(OpenError::Tampered));
+        // The old, readable format is not ours any more.
         let forged_body =
-            URL_SAFE_NO_PAD.encode(br#"{"m":"tools/call","d":"","p":null,"e":99999999999,"n":1,"s":null}"#);
-        let forged = format!("v1.k1.{forged_body}.{}", head.rsplit('.').next().unwrap());
-        assert_eq!(sealer.open(&forged, binding), Err(OpenError::Tampered));
+            URL_SAFE_NO_PAD.encode(br#"{"m":"tools/call","d":"","p":null,"e":99999999999,"n":"1","s":null}"#);
+        assert_eq!(sealer.open(&format!("v1.k1.{forged_body}.AAAA"), binding), Err(OpenError::Malformed));
         let other_ring = StateSealer::new(vec![key("k2", 2)], Duration::from_secs(60));
         assert_eq!(other_ring.open(&sealed, binding), Err(OpenError::Malformed));
+        let same_id_other_secret = StateSealer::new(vec![key("k1", 9)], Duration::from_secs(60));
+        assert_eq!(same_id_other_secret.open(&sealed, binding), Err(OpenError::Tampered));
         assert_eq!(sealer.open("garbage", binding), Err(OpenError::Malformed));
+    }
+
+    #[test]
+    fn the_client_cannot_read_the_plugins_state() {
+        let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
+        let p = params(json!({"name": "t"}));
+        let binding = Binding { method: "tools/call", params: &p, principal: Some("alice") };
+        let sealed = sealer.seal(binding, Some(json!({"secret-plan": "launch at dawn"})));
+        let body = URL_SAFE_NO_PAD.decode(sealed.rsplit_once('.').unwrap().1).unwrap();
+        let text = String::from_utf8_lossy(&body);
+        for clear in ["secret-plan", "launch", "alice", "tools/call"] {
+            assert!(!text.contains(clear), "{clear} readable in {sealed}");
+        }
+        let opened = sealer.open(&sealed, binding).unwrap();
+        assert_eq!(opened.state, Some(json!({"secret-plan": "launch at dawn"})));
+        assert!(opened.id.starts_with("k1:") && opened.expires_at > now_secs());
     }
 
     #[test]
@@ -258,7 +322,7 @@ mod tests {
         let p = params(json!({"name": "t"}));
         let binding = Binding { method: "tools/call", params: &p, principal: None };
         assert!(rotated.open(&old.seal(binding, None), binding).is_ok());
-        assert!(rotated.seal(binding, None).starts_with("v1.k2."));
+        assert!(rotated.seal(binding, None).starts_with("v2.k2."));
         let expired = StateSealer::new(vec![key("k1", 1)], Duration::ZERO);
         let sealed = expired.seal(binding, None);
         std::thread::sleep(Duration::from_millis(1100));

@@ -335,6 +335,9 @@ pub struct RawState {
     pub keys: Option<StringList>,
     /// Lifetime of a sealed `requestState`. Default `"10m"`.
     pub lifetime: Option<String>,
+    /// A `requestState` that comes back with input answers opens once (in
+    /// Redis when `redis_url` is set, so on every replica). Default true.
+    pub single_use: Option<bool>,
 }
 
 /// `[shutdown]`
@@ -646,6 +649,7 @@ impl TryFrom<RawConfig> for Config {
                 call_timeout,
                 state_keys,
                 state_lifetime,
+                state_single_use: raw.state.single_use.unwrap_or(true),
                 policy,
             },
             list_cache: CachePolicy::new(list_ttl, CacheScope::Public),

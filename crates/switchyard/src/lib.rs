@@ -84,7 +84,15 @@ impl Switchyard {
         let hub = ListenHub::spawn(&bus, shutdown.clone(), LISTEN_QUEUE);
         let tasks = Arc::new(Tasks::new(Arc::new(task_store::RegistryTasks(registry.clone())), config.tasks));
         tasks.spawn_upkeep(shutdown.clone());
-        let server = Arc::new(Server::new(catalog, hub, config.core.clone()).with_tasks(tasks));
+        let mut server = Server::new(catalog, hub, config.core.clone()).with_tasks(tasks);
+        if let Some(redis) = &config.redis {
+            // A requestState may come back to any replica: its use is marked where all see it.
+            let marks = switchyard_bus::marks::RedisMarks::connect(redis)
+                .await
+                .context("connecting the requestState marks to Redis")?;
+            server = server.with_state_marks(Arc::new(marks));
+        }
+        let server = Arc::new(server);
         server.spawn_answer_relay(shutdown.clone());
         if config.ephemeral_state_key {
             tracing::warn!(

@@ -280,3 +280,46 @@ async fn a_route_without_its_auth_layer_fails_closed() {
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
     stop.cancel();
 }
+
+/// `requestState` is sealed so the client cannot read the plugin's state,
+/// and a retry with answers opens it once, on any replica: replaying the
+/// same retry (a captured one, or a client's duplicate) is `-32602`.
+#[tokio::test]
+async fn a_request_state_is_unreadable_and_opens_once_on_every_replica() {
+    let redis = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("switchyard-replay-{:x}:", rand::random::<u64>());
+    let env = [
+        ("SWITCHYARD_FIXTURE", "conformance"),
+        ("SWITCHYARD_REDIS_URL", redis.as_str()),
+        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
+        ("SWITCHYARD_STATE__KEYS", crate::protocol::SHARED_STATE_KEY),
+    ];
+    let (one, two) = (App::start(&env).await, App::start(&env).await);
+    let caps = json!({ "elicitation": {} });
+    let params = json!({ "name": "test_input_required_result_request_state", "arguments": {} });
+    let first = one.client().request_with("tools/call", params.clone(), caps.clone()).await;
+    let state = first.result()["requestState"].as_str().unwrap().to_owned();
+    let body = state.rsplit('.').next().unwrap();
+    let decoded = base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, body).unwrap();
+    assert!(!String::from_utf8_lossy(&decoded).contains("tools/call"), "the payload is encrypted: {state}");
+
+    let mut retry = params;
+    retry["inputResponses"] = json!({ "confirm": { "action": "accept", "content": { "ok": true } } });
+    retry["requestState"] = json!(state);
+    let done = two.client().request_with("tools/call", retry.clone(), caps.clone()).await;
+    assert!(done.result()["content"][0]["text"].as_str().unwrap().contains("state-ok"), "{:?}", done.messages);
+    for replica in [&one, &two] {
+        let replayed = replica.client().request_with("tools/call", retry.clone(), caps.clone()).await;
+        assert_eq!(replayed.error_code(), Some(-32602), "{:?}", replayed.messages);
+    }
+    // Without Redis, in process.
+    let alone = App::start(&[("SWITCHYARD_FIXTURE", "conformance")]).await;
+    let fresh = json!({ "name": "test_input_required_result_request_state", "arguments": {} });
+    let first = alone.client().request_with("tools/call", fresh, caps.clone()).await;
+    let mut retry = retry.clone();
+    retry["requestState"] = first.result()["requestState"].clone();
+    assert!(
+        alone.client().request_with("tools/call", retry.clone(), caps.clone()).await.result()["content"].is_array()
+    );
+    assert_eq!(alone.client().request_with("tools/call", retry, caps).await.error_code(), Some(-32602));
+}
