@@ -2,7 +2,8 @@
 binary), for the default values and for ci-values-all.yaml, validates every
 rendered manifest against the Kubernetes schemas (kubernetes-validate), and
 has the switchyard binary check the configuration file the chart writes
-(and checks what it grants upstream specs, and where config.extraToml lands);
+(and checks what it grants upstream specs, and where config.extraToml lands),
+checks that every Ingress host routes the MCP endpoint and the OAuth metadata;
 the ServiceMonitor (a CRD) is checked for what the Prometheus Operator needs,
 and the dashboard ConfigMap against dashboards/switchyard.json (whose PromQL
 the Rust test `telemetry::the_dashboard_queries_name_real_metrics` checks).
@@ -64,6 +65,14 @@ for name, values in [("defaults", None), ("everything", yaml.safe_load((HERE / "
             dashboard = json.loads(document["data"]["switchyard.json"])
             if dashboard != json.loads((CHART / "dashboards" / "switchyard.json").read_text()):
                 failures.append(f"{name}: {path}: the dashboard ConfigMap differs from dashboards/switchyard.json")
+        if document["kind"] == "Ingress":
+            # OAuth discovery works through the Ingress: after a 401 a client
+            # fetches the metadata at both well-known paths, on the same host.
+            wanted = {"/mcp", "/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"}
+            for rule in document["spec"]["rules"]:
+                routed = {p["path"] for p in rule["http"]["paths"] if p["pathType"] == "Exact"}
+                if routed != wanted:
+                    failures.append(f"{name}: {path}: host {rule.get('host')} routes {sorted(routed)}, not {sorted(wanted)}")
         if document["kind"] == "ConfigMap" and "switchyard.toml" in document["data"]:
             written = tomllib.loads(document["data"]["switchyard.toml"])
             # Upstream specs are granted exactly the variables the chart exposes.

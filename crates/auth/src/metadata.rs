@@ -41,7 +41,10 @@ fn resource_path(resource: &str) -> &str {
 pub type ExtraScopes = Arc<dyn Fn() -> BTreeSet<String> + Send + Sync>;
 
 /// The metadata document. `scopes_supported` is the required scopes, the
-/// configured ones and `extra`, never `offline_access`.
+/// configured ones and `extra`, never `offline_access`; when that is none,
+/// it is left out (RFC 9728 makes it optional), because an empty list makes
+/// today's clients ask for no scope but `offline_access`, which
+/// authorization servers refuse for a resource.
 pub fn document(config: &Config, extra: &BTreeSet<String>) -> Value {
     let scopes: BTreeSet<&String> = config
         .required_scopes
@@ -59,9 +62,11 @@ pub fn document(config: &Config, extra: &BTreeSet<String>) -> Value {
     let mut document = json!({
         "resource": config.resource,
         "authorization_servers": authorization_servers,
-        "scopes_supported": scopes,
         "bearer_methods_supported": ["header"],
     });
+    if !scopes.is_empty() {
+        document["scopes_supported"] = json!(scopes);
+    }
     if let Some(name) = &config.resource_name {
         document["resource_name"] = json!(name);
     }
@@ -116,5 +121,10 @@ mod tests {
         assert_eq!(document["resource"], "https://h/mcp");
         assert_eq!(document["authorization_servers"], json!(["https://as"]));
         assert_eq!(document["scopes_supported"], json!(["files:read", "mcp", "tools:call"]));
+
+        config.required_scopes.clear();
+        config.scopes_supported = vec!["offline_access".into()];
+        let without = super::document(&config, &BTreeSet::new());
+        assert!(without.get("scopes_supported").is_none(), "no empty list: {without}");
     }
 }
