@@ -328,7 +328,12 @@ pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64, h2_connec
     );
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("switchyard-loadtest-{}:", std::process::id());
-    let env = [("SWITCHYARD_REDIS_URL", redis.as_str()), ("SWITCHYARD_REDIS_PREFIX", prefix.as_str())];
+    // Replicas sharing Redis share keys (the bus's MACs, requestState).
+    let env = [
+        ("SWITCHYARD_REDIS_URL", redis.as_str()),
+        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
+        ("SWITCHYARD_STATE__KEYS", crate::LOADTEST_STATE_KEY),
+    ];
     let (a, b) = (start_switchyard_with(binary, &env).await?, start_switchyard_with(binary, &env).await?);
     let (pid_a, pid_b) = (a.child.id(), b.child.id());
     let publish_on_a = format!("{}/notifications/resources/updated", a.url.replace("/mcp", "/admin/v1"));

@@ -552,6 +552,9 @@ async fn tools_call(
     Ok(())
 }
 
+/// The `state.keys` the replicas of a run share.
+pub(crate) const LOADTEST_STATE_KEY: &str = "lt:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+
 /// One replica against two sharing Redis, the load spread round robin as a
 /// plain load balancer would: requests per second and per server CPU-second
 /// (summed over the replicas). Where the replicas share the generator's
@@ -560,7 +563,12 @@ async fn tools_call(
 async fn replicas(binary: &std::path::Path, requests: usize, concurrency: usize) -> anyhow::Result<()> {
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("loadtest-replicas-{}:", std::process::id());
-    let env = [("SWITCHYARD_REDIS_URL", redis.as_str()), ("SWITCHYARD_REDIS_PREFIX", prefix.as_str())];
+    // Replicas sharing Redis share keys (the bus's MACs, requestState).
+    let env = [
+        ("SWITCHYARD_REDIS_URL", redis.as_str()),
+        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
+        ("SWITCHYARD_STATE__KEYS", LOADTEST_STATE_KEY),
+    ];
     let (a, b) = (start_switchyard_with(binary, &env).await?, start_switchyard_with(binary, &env).await?);
     let layouts: [(&str, Vec<&Server>); 2] = [("one replica", vec![&a]), ("two replicas, round robin", vec![&a, &b])];
     for (_, servers) in &layouts {

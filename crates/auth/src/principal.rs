@@ -30,6 +30,8 @@ impl Principal {
             principal: Some(format!("{} {}", self.issuer, self.subject)),
             client_id: self.client_id.clone(),
             scopes: Some(Arc::clone(&self.scopes)),
+            // The transport adds the address; the token does not know it.
+            peer: None,
         }
     }
 }

@@ -17,12 +17,14 @@ pub mod marks;
 mod memory;
 mod redis;
 pub mod testing;
+mod wire;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 pub use memory::InMemoryBus;
 pub use redis::{RedisBus, RedisConfig};
+pub use wire::BusKey;
 
 /// Something that changed, as every replica needs to hear it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

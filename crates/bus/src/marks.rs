@@ -143,8 +143,12 @@ mod tests {
     #[tokio::test]
     async fn redis_marks_are_shared_by_replicas() {
         let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-        let config =
-            RedisConfig { url, prefix: format!("switchyard-marks-{:x}:", rand::random::<u64>()), cluster: false };
+        let config = RedisConfig {
+            url,
+            prefix: format!("switchyard-marks-{:x}:", rand::random::<u64>()),
+            cluster: false,
+            keys: Vec::new(),
+        };
         let (one, two) = (RedisMarks::connect(&config).await.unwrap(), RedisMarks::connect(&config).await.unwrap());
         assert_eq!(one.first_use("state", in_a_minute()).await, Ok(true));
         assert_eq!(two.first_use("state", in_a_minute()).await, Ok(false), "the other replica sees the mark");

@@ -12,9 +12,10 @@
 //! - After a reconnect, subscribers get [`Event::BusReconnected`]: events may
 //!   have been missed, so state must be compared (the catalog sync compares
 //!   registry versions and emits `list_changed` only where something changed).
-//! - Wire format, versioned: `{"v": 1, "origin": "<replica>", "event": {…}}`
-//!   on channel `{prefix}events`. Messages of an unknown version are skipped
-//!   with a warning, so replicas of two versions can run side by side.
+//! - Wire format ([`crate::wire`]), versioned and authenticated: an HMAC
+//!   under a key every replica shares, on channel `{prefix}events`. Messages
+//!   that do not verify (a forgery, an unknown version or key) are dropped
+//!   and counted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,20 +24,19 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands as _, ProtocolVersion, PushKind};
-use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use crate::wire::{self, BusKey};
 use crate::{Error, Event, NotificationBus, Result, Subscription};
 
 /// Local fan-out capacity, as for the in-process bus.
 const CAPACITY: usize = 1024;
-/// The wire format's version.
-const WIRE_VERSION: u32 = 1;
 
 /// How to reach Redis.
 #[derive(Clone)]
 pub struct RedisConfig {
-    /// `redis://[:password@]host:port[/db]` (or `rediss://`). RESP3 is always used.
+    /// `redis://[user:password@]host:port[/db]`. RESP3 is always used. (TLS,
+    /// `rediss://`, is not built in.)
     /// In cluster mode, seed nodes separated by commas.
     pub url: String,
     /// Prefix of the channel name, so several deployments can share a Redis. Default `switchyard:`.
@@ -44,6 +44,9 @@ pub struct RedisConfig {
     /// A Redis Cluster: `url` lists seed nodes; the cluster client follows
     /// the topology, and a publish on any node reaches subscribers on all.
     pub cluster: bool,
+    /// Keys for the bus messages' MACs; the first signs. Every replica must
+    /// hold the signing key of the others. Unused by the limiter and marks.
+    pub keys: Vec<BusKey>,
 }
 
 impl RedisConfig {
@@ -69,19 +72,9 @@ impl std::fmt::Debug for RedisConfig {
             .field("url", &url)
             .field("prefix", &self.prefix)
             .field("cluster", &self.cluster)
+            .field("keys", &self.keys)
             .finish()
     }
-}
-
-#[derive(Serialize, Deserialize)]
-struct Envelope {
-    v: u32,
-    origin: String,
-    event: serde_json::Value,
-    /// When it was published (Unix milliseconds, the sender's clock), for the
-    /// lag metric. Optional: older senders did not write it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    sent_ms: Option<u64>,
 }
 
 /// The connection: one server through the connection manager, or a cluster.
@@ -150,6 +143,7 @@ pub struct RedisBus {
     link: Link,
     channel: String,
     origin: String,
+    keys: Arc<[BusKey]>,
     connected: Arc<AtomicBool>,
 }
 
@@ -161,11 +155,18 @@ impl std::fmt::Debug for RedisBus {
 
 impl RedisBus {
     /// Connects, subscribes, and starts relaying. Fails if Redis cannot be
-    /// reached now (a replica should not start deaf); later outages are survived.
+    /// reached now (a replica should not start deaf), or without a key to
+    /// sign with; later outages are survived.
     ///
     /// # Errors
-    /// When the URL is invalid or Redis does not answer.
+    /// When the URL is invalid, no key is configured, or Redis does not answer.
     pub async fn connect(config: &RedisConfig) -> std::result::Result<Arc<Self>, redis::RedisError> {
+        if config.keys.is_empty() {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "the Redis bus needs a key every replica shares (state.keys)",
+            )));
+        }
         let (pushes, mut incoming) = tokio::sync::mpsc::unbounded_channel();
         let channel = format!("{}events", config.prefix);
         let link = Link::connect(config, &channel, pushes).await?;
@@ -174,26 +175,32 @@ impl RedisBus {
             link,
             channel,
             origin: format!("{:016x}", rand::random::<u64>()),
+            keys: config.keys.clone().into(),
             connected: Arc::new(AtomicBool::new(true)),
         });
 
         // Relay: Redis pushes → local subscribers. Holds no strong reference
         // to the bus, so it ends when the bus is dropped.
         let (local, origin, connected) = (bus.local.clone(), bus.origin.clone(), Arc::clone(&bus.connected));
+        let keys = Arc::clone(&bus.keys);
         tokio::spawn(async move {
             while let Some(push) = incoming.recv().await {
                 match push.kind {
                     PushKind::Message => {
                         let Some(redis::Value::BulkString(payload)) = push.data.get(1) else { continue };
-                        match decode(payload) {
-                            Ok((from, event, sent_ms)) if from != origin => {
+                        match wire::decode(&keys, payload) {
+                            Ok(received) if received.origin != origin => {
                                 // Wall clocks of two hosts: a skewed clock reads as no lag.
-                                let lag = sent_ms.map(|sent| Duration::from_millis(now_ms().saturating_sub(sent)));
-                                switchyard_telemetry::metrics().bus_received(event.kind(), lag);
-                                let _ = local.send(event);
+                                let lag =
+                                    received.sent_ms.map(|sent| Duration::from_millis(now_ms().saturating_sub(sent)));
+                                switchyard_telemetry::metrics().bus_received(received.event.kind(), lag);
+                                let _ = local.send(received.event);
                             }
                             Ok(_) => {} // our own, already delivered locally
-                            Err(why) => tracing::warn!(%why, "skipping a bus message"),
+                            Err(why) => {
+                                switchyard_telemetry::metrics().bus_rejected();
+                                tracing::warn!(%why, "dropping a bus message");
+                            }
                         }
                     }
                     PushKind::Disconnection if connected.swap(false, Ordering::SeqCst) => {
@@ -238,21 +245,6 @@ fn now_ms() -> u64 {
     u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn encode(origin: &str, event: &Event) -> std::result::Result<String, serde_json::Error> {
-    let event = serde_json::to_value(event)?;
-    serde_json::to_string(&Envelope { v: WIRE_VERSION, origin: origin.to_owned(), event, sent_ms: Some(now_ms()) })
-}
-
-/// The origin, the event, and when it was sent (if the sender said).
-fn decode(payload: &[u8]) -> std::result::Result<(String, Event, Option<u64>), String> {
-    let envelope: Envelope = serde_json::from_slice(payload).map_err(|e| format!("not an envelope: {e}"))?;
-    if envelope.v != WIRE_VERSION {
-        return Err(format!("wire version {} (this replica speaks {WIRE_VERSION})", envelope.v));
-    }
-    let event = serde_json::from_value(envelope.event).map_err(|e| format!("unknown event: {e}"))?;
-    Ok((envelope.origin, event, envelope.sent_ms))
-}
-
 impl NotificationBus for RedisBus {
     fn publish(&self, event: Event) -> BoxFuture<'_, Result<()>> {
         let _ = self.local.send(event.clone());
@@ -275,7 +267,7 @@ impl NotificationBus for RedisBus {
                 db.operation.name = "PUBLISH",
                 switchyard.bus.event = event.kind(),
             );
-            let payload = encode(&self.origin, &event).map_err(|e| Error::Transport(e.to_string()))?;
+            let payload = wire::encode(&self.keys, &self.origin, &event, now_ms()).map_err(Error::Transport)?;
             let mut link = self.link.clone();
             let sent = tracing::Instrument::instrument(link.publish(&self.channel, payload), span).await;
             switchyard_telemetry::metrics().bus_published(event.kind(), sent.is_ok());
@@ -294,27 +286,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_wire_form_is_versioned_and_round_trips() {
-        let event = Event::ResourceUpdated { uri: "file:///a".into() };
-        let payload = encode("r1", &event).unwrap();
-        let (origin, decoded, sent_ms) = decode(payload.as_bytes()).unwrap();
-        assert_eq!((origin.as_str(), &decoded), ("r1", &event));
-        let sent_ms = sent_ms.expect("the send time travels with the event");
-        assert!(now_ms().abs_diff(sent_ms) < 60_000);
-        let expected = format!(
-            r#"{{"v":1,"origin":"r1","event":{{"kind":"resource_updated","uri":"file:///a"}},"sent_ms":{sent_ms}}}"#
-        );
-        assert_eq!(payload, expected);
-        // A sender from before `sent_ms` is still understood.
-        let old = br#"{"v":1,"origin":"r0","event":{"kind":"resource_updated","uri":"file:///a"}}"#;
-        assert_eq!(decode(old).unwrap(), ("r0".to_owned(), event, None));
-        assert!(decode(br#"{"v":2,"origin":"r","event":{}}"#).unwrap_err().contains("wire version 2"));
-        assert!(decode(br#"{"v":1,"origin":"r","event":{"kind":"from_the_future"}}"#).is_err());
-    }
-
-    #[test]
     fn debug_hides_the_password() {
-        let config = RedisConfig { url: "redis://:hunter2@cache:6379/0".into(), prefix: "s:".into(), cluster: false };
+        let config = RedisConfig {
+            url: "redis://:hunter2@cache:6379/0".into(),
+            prefix: "s:".into(),
+            cluster: false,
+            keys: vec![BusKey { id: "k".into(), secret: b"hunter3-hunter3-hunter3-hunter3!".to_vec() }],
+        };
         assert!(!format!("{config:?}").contains("hunter2"));
+        assert!(!format!("{config:?}").contains("hunter3"));
     }
 }

@@ -14,7 +14,12 @@ fn config() -> RedisConfig {
         url: std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
         prefix: format!("switchyard-test-{:x}:", rand::random::<u64>()),
         cluster: false,
+        keys: keys(),
     }
+}
+
+fn keys() -> Vec<switchyard_bus::BusKey> {
+    vec![switchyard_bus::BusKey::derived("t", &[7; 32])]
 }
 
 async fn next(subscription: &mut switchyard_bus::Subscription) -> Option<Delivery> {
@@ -60,7 +65,7 @@ async fn another_deployment_on_the_same_redis_hears_nothing() {
 #[tokio::test]
 async fn an_outage_pauses_only_the_cross_replica_part_and_ends_with_a_resync() {
     let mut redis = RedisServer::start().await;
-    let config = RedisConfig { url: redis.url(), prefix: "outage:".into(), cluster: false };
+    let config = RedisConfig { url: redis.url(), prefix: "outage:".into(), cluster: false, keys: keys() };
     let (one, two) = (RedisBus::connect(&config).await.unwrap(), RedisBus::connect(&config).await.unwrap());
     let (mut at_one, mut at_two) = (one.subscribe(), two.subscribe());
 
@@ -85,7 +90,12 @@ async fn an_outage_pauses_only_the_cross_replica_part_and_ends_with_a_resync() {
 #[tokio::test]
 async fn events_cross_replicas_through_a_redis_cluster() {
     let cluster = RedisCluster::start().await;
-    let config = |seeds: &[usize]| RedisConfig { url: cluster.url(seeds), prefix: "clustered:".into(), cluster: true };
+    let config = |seeds: &[usize]| RedisConfig {
+        url: cluster.url(seeds),
+        prefix: "clustered:".into(),
+        cluster: true,
+        keys: keys(),
+    };
     let one = RedisBus::connect(&config(&[0])).await.unwrap();
     let two = RedisBus::connect(&config(&[2, 1])).await.unwrap();
     let (mut at_one, mut at_two) = (one.subscribe(), two.subscribe());

@@ -76,6 +76,10 @@ pub enum Error {
         /// The scopes it needs.
         refusal: crate::policy::InsufficientScope,
     },
+    /// The caller holds its share of a bounded resource already (listen
+    /// streams): `-32029`, 429 over HTTP. The message names the bound.
+    #[error("{0}")]
+    OverLimit(String),
     /// The task store could not be used; logged, and `-32603` to the client.
     #[error("task store")]
     TaskStore(#[source] crate::tasks::StoreError),
@@ -123,6 +127,9 @@ impl Error {
                 Delivery::Rpc(ErrorObject::invalid_params("Resource not found").with_data(json!({ "uri": uri })))
             }
             Self::InvalidParams(why) => Delivery::Rpc(ErrorObject::invalid_params(why.clone())),
+            Self::OverLimit(why) => {
+                Delivery::Rpc(ErrorObject::new(switchyard_protocol::error::RATE_LIMITED, why.clone()))
+            }
             Self::InsufficientScope { target, refusal } => Delivery::Rpc(refusal.to_error(target)),
             Self::TaskStore(cause) => {
                 tracing::error!(error = %cause, "task store failed");

@@ -43,6 +43,6 @@ mod uri_template;
 pub use caching::{CachePolicy, CacheScope};
 pub use catalog::Catalog;
 pub use error::{Error, Result};
-pub use listen::{ListenFrame, ListenHub, ListenNotification, ListenStream};
+pub use listen::{ListenFrame, ListenHub, ListenLimits, ListenNotification, ListenStream};
 pub use plugin::{CallContext, Caller, Outcome, Plugin, PluginError};
 pub use server::{Config, Execution, Prepared, Server};

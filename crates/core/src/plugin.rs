@@ -37,6 +37,9 @@ pub struct Caller {
     pub client_id: Option<String>,
     /// The scopes the caller's token grants, or `None` when authorization is off.
     pub scopes: Option<Arc<BTreeSet<String>>>,
+    /// The address the request came from (behind a proxy, the proxy's), when
+    /// the transport has one: what an anonymous caller is counted by.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 /// What a plugin call produced.

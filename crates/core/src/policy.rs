@@ -96,6 +96,17 @@ impl Caller {
         Self::default()
     }
 
+    /// What this caller's share of a bounded resource (a rate, listen
+    /// streams) is counted against: the principal, or an anonymous caller's
+    /// address, or `-` when the transport has neither (stdio).
+    pub fn accounting_key(&self) -> String {
+        match (&self.principal, self.peer) {
+            (Some(principal), _) => principal.clone(),
+            (None, Some(peer)) => peer.to_string(),
+            (None, None) => "-".to_owned(),
+        }
+    }
+
     /// Whether this caller may use an item needing `needed`.
     pub fn may_use(&self, needed: &[String]) -> bool {
         match &self.scopes {
@@ -163,7 +174,8 @@ mod tests {
     fn callers_without_scopes_may_use_everything() {
         let open = Caller::default();
         assert!(open.may_use(&["admin".into()]));
-        let scoped = Caller { principal: Some("a".into()), client_id: None, scopes: Some(Arc::new(set(&["tools"]))) };
+        let scoped =
+            Caller { principal: Some("a".into()), scopes: Some(Arc::new(set(&["tools"]))), ..Caller::default() };
         assert!(scoped.may_use(&[]));
         assert!(scoped.may_use(&["tools:call".into()]));
         assert!(!scoped.may_use(&["tools:call".into(), "admin".into()]));

@@ -26,7 +26,7 @@ use crate::caching::CachePolicy;
 use crate::call::{Call, PendingResponses};
 use crate::catalog::{Catalog, HeaderParam, Item, Snapshot};
 use crate::error::{Delivery, Error};
-use crate::listen::{Filter, ListenHub, ListenStream};
+use crate::listen::{Filter, ListenHub, ListenStream, ReadScopes, Refusal};
 use crate::plugin::{Caller, Notifier};
 use crate::policy::{InsufficientScope, Policy};
 use crate::state::{StateKey, StateSealer};
@@ -147,6 +147,7 @@ impl Server {
         let server_info = json!({ "name": config.server_name, "version": config.server_version });
         let sealer = StateSealer::new(config.state_keys.clone(), config.state_lifetime);
         let replica = format!("{:016x}", rand::random::<u64>());
+        hub.gate_reads(Arc::new(CatalogReads { catalog: Arc::clone(&catalog), policy: config.policy.clone() }));
         Self {
             catalog,
             hub,
@@ -761,6 +762,7 @@ impl Server {
             }
         };
         let resource_uris = strings("resourceSubscriptions")?;
+        self.hub.limits().check_subscriptions(&resource_uris).map_err(Error::InvalidParams)?;
         if notifications.contains_key("taskIds") && !ClientCapability::Tasks.is_declared_in(capabilities) {
             return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
         }
@@ -783,7 +785,27 @@ impl Server {
             resource_uris,
             task_ids,
         };
-        Ok(self.hub.open(request.id.to_value(), filter))
+        self.hub.open(request.id.to_value(), filter, &request.caller).map_err(|refusal| {
+            Error::OverLimit(match refusal {
+                Refusal::Caller(bound) => format!("Too many listen streams: this caller holds {bound} already"),
+                Refusal::Process(bound) => format!("Too many listen streams: this server holds {bound} already"),
+            })
+        })
+    }
+}
+
+/// Who may hear a `resources/updated`: what a `resources/read` of the URI
+/// would need, from the catalog of the moment and the scope policy.
+struct CatalogReads {
+    catalog: Arc<Catalog>,
+    policy: Policy,
+}
+
+impl ReadScopes for CatalogReads {
+    fn needed(&self, uri: &str) -> Option<Vec<String>> {
+        let snapshot = self.catalog.snapshot();
+        let owner = snapshot.resource(uri).or_else(|| snapshot.template_for(uri))?;
+        Some(self.policy.needed(owner.kind(), owner.key(), owner.plugin().required_scopes()))
     }
 }
 

@@ -30,7 +30,8 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     }
     // The caller, as an auth layer in front established it; without one, the
     // anonymous caller, which `core` refuses when authorization is on.
-    let caller = parts.extensions.get::<Caller>().cloned().unwrap_or_else(Caller::anonymous);
+    let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_else(Caller::anonymous);
+    caller.peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|peer| peer.0.ip());
     // Step 3 (ours): the rate limit, from headers and the connection only, so
     // a refused request costs no body read or parse. That needs `Mcp-Method`;
     // a request without it (a legacy client) is limited once its body is
@@ -39,7 +40,7 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     let limited = match &state.limiter {
         None => None,
         Some(limiter) => {
-            let principal = limit_principal(&caller, &parts.extensions);
+            let principal = caller.accounting_key();
             let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
             let counted = match header(switchyard_protocol::headers::METHOD) {
                 None => None,
@@ -70,13 +71,23 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
             "Content-Type must be application/json",
         );
     }
-    let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
-        Ok(bytes) => bytes,
-        Err(_) => {
+    // A body that trickles in (or never ends) must not hold the request,
+    // its buffer and its connection for ever.
+    let read = axum::body::to_bytes(body, state.config.max_body_bytes);
+    let bytes = match tokio::time::timeout(state.config.body_read_timeout, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
             return reply::transport_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 codes::INVALID_REQUEST,
                 "Request body is too large",
+            );
+        }
+        Err(_) => {
+            return reply::transport_error(
+                StatusCode::REQUEST_TIMEOUT,
+                codes::INVALID_REQUEST,
+                "The request body did not arrive within http.body_read_timeout",
             );
         }
     };
@@ -147,16 +158,6 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     let server = state.server.clone();
     let running = Box::pin(async move { server.execute(prepared, Some(outbox)).await });
     reply::run(id, running, notifications, cacheable, &headers, state.config.keep_alive).await
-}
-
-/// Who a request is counted against: the principal, or an anonymous caller's
-/// address (behind a proxy, the proxy's).
-fn limit_principal(caller: &Caller, extensions: &axum::http::Extensions) -> String {
-    caller.principal.clone().unwrap_or_else(|| {
-        extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map_or_else(|| "-".to_owned(), |peer| peer.0.ip().to_string())
-    })
 }
 
 /// Counts one request; the 429 to send when it is over its limit.

@@ -20,6 +20,7 @@
 //! - `mirror`: `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`.
 //! - `reply`: JSON and SSE responses, the status table, cache headers.
 
+mod connection;
 mod endpoint;
 pub mod guard;
 pub mod limit;

@@ -35,6 +35,7 @@ pub(crate) fn status_of(code: i32) -> StatusCode {
         | codes::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
         codes::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
         codes::INSUFFICIENT_SCOPE => StatusCode::FORBIDDEN,
+        codes::RATE_LIMITED => StatusCode::TOO_MANY_REQUESTS,
         _ => StatusCode::OK,
     }
 }

@@ -46,9 +46,18 @@ pub struct Config {
     /// reaches this). Default 1000.
     pub h2_max_concurrent_streams: u32,
     /// How long a client may take to send a request head: from connecting
-    /// to its first request's head, and on HTTP/1.1 between requests (an
-    /// idle keep-alive connection is closed after it). Default 30 s.
+    /// to its first request's head, and between requests (an idle
+    /// keep-alive HTTP/1.1 connection, or an HTTP/2 connection without
+    /// streams, is closed after it). Default 30 s.
     pub header_read_timeout: Duration,
+    /// How long a client may take to send a request body, once its head is
+    /// in: 408 after it. Default 30 s.
+    pub body_read_timeout: Duration,
+    /// How often an HTTP/2 peer is pinged. Default 30 s.
+    pub h2_keep_alive_interval: Duration,
+    /// How long an HTTP/2 peer may take to answer a ping before its
+    /// connection (and every stream on it) is closed. Default 20 s.
+    pub h2_keep_alive_timeout: Duration,
 }
 
 impl Default for Config {
@@ -64,6 +73,9 @@ impl Default for Config {
             listen_backlog: 4096,
             h2_max_concurrent_streams: 1000,
             header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(30),
+            h2_keep_alive_interval: Duration::from_secs(30),
+            h2_keep_alive_timeout: Duration::from_secs(20),
         }
     }
 }

@@ -29,10 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
-use crate::Config;
-
-/// The first bytes of every HTTP/2 connection (RFC 9113 §3.4).
-const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+use crate::{Config, connection};
 
 /// Binds `address` with room for `backlog` connections waiting to be
 /// accepted. The stock backlog of 128 overflows when thousands of clients
@@ -61,7 +58,11 @@ pub fn bind(address: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
 /// Accept errors are logged and retried: a full file table is a reason to
 /// wait, not to stop serving.
 pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown: impl Future<Output = ()>) {
-    let builder = std::sync::Arc::new(connection_builder(config));
+    // One per protocol: the first bytes were read already, so hyper need not
+    // tell them apart again.
+    let builders =
+        std::sync::Arc::new((connection_builder(config).http1_only(), connection_builder(config).http2_only()));
+    let timeouts = std::sync::Arc::new(config.clone());
     // Tells every connection task to finish, once `shutdown` resolves.
     let stop = CancellationToken::new();
     let connections = TaskTracker::new();
@@ -80,21 +81,43 @@ pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "could not set TCP_NODELAY");
         }
-        let service = app.clone().map_request(move |mut request: axum::http::Request<Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(peer));
-            request.map(Body::new)
-        });
-        let (builder, stop, deadline) = (std::sync::Arc::clone(&builder), stop.clone(), config.header_read_timeout);
+        let (builders, stop, config) = (std::sync::Arc::clone(&builders), stop.clone(), timeouts.clone());
+        let app = app.clone();
         connections.spawn(async move {
-            tokio::select! {
-                revealed = protocol_revealed(&stream, deadline) => if !revealed { return },
+            let revealed = tokio::select! {
+                revealed = connection::reveal(stream, config.header_read_timeout) => revealed,
                 () = stop.cancelled() => return,
-            }
-            let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+            };
+            let Some(revealed) = revealed else { return };
+            let with_peer = move |mut request: axum::http::Request<Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request.map(Body::new)
+            };
+            // An HTTP/2 connection without streams is closed after the head
+            // deadline, as hyper closes an idle HTTP/1.1 one.
+            let (builder, activity) =
+                if revealed.is_h2() { (&builders.1, Some(connection::Activity::new())) } else { (&builders.0, None) };
+            let tracked = activity.clone();
+            let service = app.map_request(with_peer).map_response(move |response| match &tracked {
+                Some(activity) => activity.track(response),
+                None => response,
+            });
+            let connection = builder.serve_connection(TokioIo::new(revealed), TowerToHyperService::new(service));
             tokio::pin!(connection);
+            let idle = async {
+                match &activity {
+                    Some(activity) => activity.idle_for(config.header_read_timeout).await,
+                    None => std::future::pending().await,
+                }
+            };
             let result = tokio::select! {
                 result = connection.as_mut() => result,
                 () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+                () = idle => {
+                    tracing::trace!(%peer, "closing an idle HTTP/2 connection");
                     connection.as_mut().graceful_shutdown();
                     connection.await
                 }
@@ -115,30 +138,15 @@ fn connection_builder(config: &Config) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Also between requests: an idle keep-alive connection is closed after it.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
-    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(config.h2_max_concurrent_streams);
+    // A peer that stops answering pings is gone: close it, and the
+    // listen streams it held, after the keep-alive timeout.
     builder
-}
-
-/// Whether the client's first bytes arrive within `limit` and tell which
-/// protocol it speaks: the HTTP/2 preface whole, or anything that is not its
-/// beginning. hyper tells them apart by the same bytes but would wait for
-/// them forever; its own deadline on HTTP/1.1 heads starts only after.
-async fn protocol_revealed(stream: &tokio::net::TcpStream, limit: Duration) -> bool {
-    let revealed = async {
-        let mut first = [0; H2_PREFACE.len()];
-        loop {
-            let read = stream.peek(&mut first).await?;
-            if read == 0 {
-                return std::io::Result::Ok(false);
-            }
-            if read == first.len() || first[..read] != H2_PREFACE[..read] {
-                return Ok(true);
-            }
-            // A preface in pieces: peek would answer the same bytes at once.
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    matches!(tokio::time::timeout(limit, revealed).await, Ok(Ok(true)))
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(config.h2_max_concurrent_streams)
+        .keep_alive_interval(Some(config.h2_keep_alive_interval))
+        .keep_alive_timeout(config.h2_keep_alive_timeout);
+    builder
 }
 
 /// A refused or reset connection is the client's business; anything else

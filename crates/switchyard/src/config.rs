@@ -18,8 +18,10 @@ use serde::Deserialize;
 use switchyard_core::state::StateKey;
 use switchyard_core::{CachePolicy, CacheScope};
 
+mod listen;
 mod plugins;
 
+pub use listen::RawListen;
 pub use plugins::{RawUpstream, RawWasm};
 
 /// The environment prefix.
@@ -83,6 +85,9 @@ pub struct RawConfig {
     /// The Tasks extension.
     #[serde(default)]
     pub tasks: RawTasks,
+    /// Bounds of `subscriptions/listen`.
+    #[serde(default)]
+    pub listen: RawListen,
     /// Traces and metrics.
     #[serde(default)]
     pub telemetry: RawTelemetry,
@@ -97,8 +102,12 @@ pub struct RawTelemetry {
     pub otlp_endpoint: Option<String>,
     /// `service.name` of the exported resource. Default `switchyard`.
     pub service_name: Option<String>,
-    /// Fraction of new traces kept, 0 to 1 (a sampled parent is followed). Default 1.
+    /// Fraction of new traces kept, 0 to 1. Default 1.
     pub sample_ratio: Option<f64>,
+    /// Join the trace a client's `traceparent` names and follow its sampled
+    /// flag (trusted clients, or replicas in front of replicas). Default
+    /// false: a client's trace is linked from a new one.
+    pub follow_client_traces: Option<bool>,
     /// How often spans are sent. Default `"5s"`.
     pub trace_interval: Option<String>,
     /// How often metrics are pushed over OTLP. Default `"30s"`.
@@ -321,8 +330,15 @@ pub struct RawHttp {
     pub listen_backlog: Option<u32>,
     /// Streams one HTTP/2 connection may have open at once. Default 1000.
     pub h2_max_concurrent_streams: Option<u32>,
-    /// How long a client may take to send a request head. Default `"30s"`.
+    /// How long a client may take to send a request head; also how long an
+    /// HTTP/1.1 or HTTP/2 connection may sit idle. Default `"30s"`.
     pub header_read_timeout: Option<String>,
+    /// How long a client may take to send a request body. Default `"30s"`.
+    pub body_read_timeout: Option<String>,
+    /// How often HTTP/2 peers are pinged. Default `"30s"`.
+    pub h2_keep_alive_interval: Option<String>,
+    /// How long an HTTP/2 peer may take to answer a ping. Default `"20s"`.
+    pub h2_keep_alive_timeout: Option<String>,
 }
 
 /// `[state]`
@@ -385,6 +401,8 @@ pub struct Config {
     pub auth: Option<AuthConfig>,
     /// The Tasks extension.
     pub tasks: switchyard_core::tasks::TaskConfig,
+    /// Bounds of `subscriptions/listen`.
+    pub listen: switchyard_core::ListenLimits,
     /// Traces and metrics.
     pub telemetry: switchyard_telemetry::Config,
     /// Where `/metrics` is served, if not on `bind`.
@@ -477,6 +495,15 @@ impl TryFrom<RawConfig> for Config {
         let keep_alive = duration("http.keep_alive", raw.http.keep_alive, http_defaults.keep_alive);
         let header_read_timeout =
             duration("http.header_read_timeout", raw.http.header_read_timeout, http_defaults.header_read_timeout);
+        let body_read_timeout =
+            duration("http.body_read_timeout", raw.http.body_read_timeout, http_defaults.body_read_timeout);
+        let h2_keep_alive_interval = duration(
+            "http.h2_keep_alive_interval",
+            raw.http.h2_keep_alive_interval,
+            http_defaults.h2_keep_alive_interval,
+        );
+        let h2_keep_alive_timeout =
+            duration("http.h2_keep_alive_timeout", raw.http.h2_keep_alive_timeout, http_defaults.h2_keep_alive_timeout);
         let state_lifetime = duration("state.lifetime", raw.state.lifetime, Duration::from_secs(600));
         let shutdown_grace = duration("shutdown.grace", raw.shutdown.grace, Duration::from_secs(30));
         let registry_sync_interval =
@@ -502,6 +529,7 @@ impl TryFrom<RawConfig> for Config {
             otlp_endpoint: raw.telemetry.otlp_endpoint.filter(|e| !e.is_empty()),
             service_name: raw.telemetry.service_name.unwrap_or(telemetry_defaults.service_name),
             sample_ratio: raw.telemetry.sample_ratio.unwrap_or(telemetry_defaults.sample_ratio),
+            follow_client_traces: raw.telemetry.follow_client_traces.unwrap_or(telemetry_defaults.follow_client_traces),
             prometheus: raw.telemetry.prometheus.unwrap_or(telemetry_defaults.prometheus),
             ..telemetry_defaults
         };
@@ -559,10 +587,24 @@ impl TryFrom<RawConfig> for Config {
         if page_size == 0 {
             problems.push("server.page_size must be at least 1".into());
         }
-        if header_read_timeout.is_zero() {
-            problems.push("http.header_read_timeout: must be more than zero".to_owned());
+        for (key, value) in [
+            ("http.header_read_timeout", header_read_timeout),
+            ("http.body_read_timeout", body_read_timeout),
+            ("http.h2_keep_alive_interval", h2_keep_alive_interval),
+            ("http.h2_keep_alive_timeout", h2_keep_alive_timeout),
+        ] {
+            if value.is_zero() {
+                problems.push(format!("{key}: must be more than zero"));
+            }
         }
-        let mut http = switchyard_http::Config { keep_alive, header_read_timeout, ..http_defaults };
+        let mut http = switchyard_http::Config {
+            keep_alive,
+            header_read_timeout,
+            body_read_timeout,
+            h2_keep_alive_interval,
+            h2_keep_alive_timeout,
+            ..http_defaults
+        };
         if let Some(endpoint) = raw.http.endpoint {
             if !endpoint.starts_with('/') {
                 problems.push(format!("http.endpoint: {endpoint:?} must start with /"));
@@ -607,6 +649,15 @@ impl TryFrom<RawConfig> for Config {
         policy.authenticated_only = auth.is_some();
         let admin = admin_config(raw.admin, bind, &mut problems);
         let (wasm, grants) = plugins::plugin_config(raw.wasm, raw.upstream, &mut problems);
+        let listen = listen::listen_limits(raw.listen, &mut problems);
+        // Replicas that share Redis share work: a multi-round request, a
+        // legacy client's answer and every bus message (its MAC) must open
+        // on any of them, so they must hold the same keys.
+        if ephemeral_state_key && raw.redis_url.as_deref().is_some_and(|u| !u.is_empty()) {
+            problems.push(
+                "state.keys: replicas that share Redis must share state.keys (requestState, legacy answer ids and the bus's MACs use them)".into(),
+            );
+        }
 
         if !problems.is_empty() {
             return Err(Invalid(problems));
@@ -615,6 +666,7 @@ impl TryFrom<RawConfig> for Config {
             url,
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
             cluster: raw.redis_cluster.unwrap_or(false),
+            keys: state_keys.iter().map(|key| switchyard_bus::BusKey::derived(&key.id, &key.secret)).collect(),
         });
         if tasks.ttl.is_zero() || tasks.lease < Duration::from_millis(300) || tasks.poll_interval.is_zero() {
             return Err(Invalid(vec![
@@ -622,6 +674,7 @@ impl TryFrom<RawConfig> for Config {
             ]));
         }
         Ok(Config {
+            listen,
             telemetry,
             metrics_bind,
             tasks,
@@ -906,12 +959,22 @@ mod tests {
     #[test]
     fn redis_cluster_takes_seed_nodes_for_the_bus_and_the_limits() {
         let nodes = "redis://10.0.0.1:6379,redis://10.0.0.2:6379";
-        let clustered = [("SWITCHYARD_REDIS_URL", nodes), ("SWITCHYARD_REDIS_CLUSTER", "true")];
+        let key = "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+        let clustered =
+            [("SWITCHYARD_REDIS_URL", nodes), ("SWITCHYARD_REDIS_CLUSTER", "true"), ("SWITCHYARD_STATE__KEYS", key)];
         let config = Config::try_from(RawConfig::load(None, env(&clustered)).unwrap()).unwrap();
         let redis = config.redis.unwrap();
         assert!(redis.cluster);
         assert_eq!(redis.url, nodes);
-        let limited = [clustered[0], clustered[1], ("SWITCHYARD_RATE_LIMIT__RATE", "10/s")];
+        assert_eq!(
+            redis.keys.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(),
+            ["k1"],
+            "the bus signs with state.keys"
+        );
+        // Without shared keys, replicas sharing Redis could not trust each other.
+        let problem = Config::try_from(RawConfig::load(None, env(&clustered[..2])).unwrap()).unwrap_err();
+        assert!(problem.to_string().contains("state.keys"), "{problem}");
+        let limited = [clustered[0], clustered[1], clustered[2], ("SWITCHYARD_RATE_LIMIT__RATE", "10/s")];
         let config = Config::try_from(RawConfig::load(None, env(&limited)).unwrap()).unwrap();
         assert!(config.redis.unwrap().cluster && config.rate_limit.is_some());
     }

@@ -30,9 +30,6 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog_sync::CatalogSync;
 pub use config::Config;
 
-/// Per-stream queue of the listen hub: how far a listen stream may fall behind.
-const LISTEN_QUEUE: usize = 64;
-
 /// A wired-up Switchyard, ready to serve.
 pub struct Switchyard {
     /// The MCP data layer.
@@ -81,7 +78,7 @@ impl Switchyard {
         let catalog_sync = Arc::new(CatalogSync::new(registry.clone(), Arc::clone(&catalog), factory, builtins));
         catalog_sync.sync().await.context("loading the registered plugins")?;
         Arc::clone(&catalog_sync).spawn(&bus, config.registry_sync_interval, shutdown.clone());
-        let hub = ListenHub::spawn(&bus, shutdown.clone(), LISTEN_QUEUE);
+        let hub = ListenHub::spawn(&bus, shutdown.clone(), config.listen.clone());
         let tasks = Arc::new(Tasks::new(Arc::new(task_store::RegistryTasks(registry.clone())), config.tasks));
         tasks.spawn_upkeep(shutdown.clone());
         let mut server = Server::new(catalog, hub, config.core.clone()).with_tasks(tasks);

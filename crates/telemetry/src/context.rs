@@ -4,8 +4,16 @@
 //!
 //! Always the W3C Trace Context format, which is what MCP specifies; a
 //! malformed value is ignored (the span starts a new trace), never an error.
+//!
+//! A client's context is joined only when the operator trusts clients to
+//! name traces ([`follow_clients`], `telemetry.follow_client_traces`):
+//! otherwise its `sampled` flag would let anyone have every request traced
+//! and exported, and its trace id would pick the ratio sampler's verdict.
+//! An untrusted context becomes a link of a new trace that our own sampler
+//! decides, so the two traces can still be found from each other.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
 use opentelemetry::trace::TraceContextExt as _;
@@ -46,32 +54,52 @@ impl Extractor for Pair<'_> {
     }
 }
 
+/// Whether a client's trace context is joined (set once by `init`).
+static FOLLOW_CLIENTS: AtomicBool = AtomicBool::new(false);
+
+/// Joins clients' traces from now on (`true`), or only links to them.
+pub fn follow_clients(follow: bool) {
+    FOLLOW_CLIENTS.store(follow, Ordering::Relaxed);
+}
+
+/// Makes `cx` the parent of `span` when clients are trusted with traces;
+/// otherwise links it. Returns whether `cx` became the parent.
+fn adopt(span: &tracing::Span, cx: opentelemetry::Context) -> bool {
+    if FOLLOW_CLIENTS.load(Ordering::Relaxed) {
+        span.set_parent(cx).is_ok()
+    } else {
+        span.add_link(cx.span().span_context().clone());
+        false
+    }
+}
+
 fn valid(cx: opentelemetry::Context) -> Option<opentelemetry::Context> {
     cx.span().span_context().is_valid().then_some(cx)
 }
 
 /// Makes `span` a child of the remote span named by `traceparent` and
-/// `tracestate` headers, if they are present and well formed. Returns
-/// whether it did.
+/// `tracestate` headers, if they are present and well formed and clients
+/// are trusted with traces (else links it). Returns whether it did.
 pub fn parent_from_headers(span: &tracing::Span, headers: &http::HeaderMap) -> bool {
     if !headers.contains_key(TRACEPARENT) {
         return false;
     }
     match valid(TraceContextPropagator::new().extract(&Headers(headers))) {
-        Some(cx) => span.set_parent(cx).is_ok(),
+        Some(cx) => adopt(span, cx),
         None => false,
     }
 }
 
-/// Makes `span` a child of the span named in a request's `_meta`, and links
-/// it to the span it would otherwise have had as parent (the HTTP request
-/// that carried it), so neither trace loses the other. Returns whether it did.
+/// Makes `span` a child of the span named in a request's `_meta` (when
+/// clients are trusted with traces; else links it), and links it to the
+/// span it would otherwise have had as parent (the HTTP request that
+/// carried it), so neither trace loses the other. Returns whether it did.
 pub fn parent_from_meta(span: &tracing::Span, traceparent: &str, tracestate: Option<&str>) -> bool {
     let Some(cx) = valid(TraceContextPropagator::new().extract(&Pair { traceparent, tracestate })) else {
         return false;
     };
     let transport = tracing::Span::current().context().span().span_context().clone();
-    if span.set_parent(cx).is_err() {
+    if !adopt(span, cx) {
         return false;
     }
     if transport.is_valid() {

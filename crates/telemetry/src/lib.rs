@@ -43,9 +43,14 @@ pub struct Config {
     pub otlp_endpoint: Option<String>,
     /// `service.name` of the resource. Default `switchyard`.
     pub service_name: String,
-    /// Fraction of new traces recorded (parent-based: a sampled caller's
-    /// decision is kept). Default 1.0.
+    /// Fraction of new traces recorded (parent-based: a joined client's
+    /// decision is kept, see `follow_client_traces`). Default 1.0.
     pub sample_ratio: f64,
+    /// Join the trace a client names in `traceparent` (header or `_meta`)
+    /// and follow its `sampled` flag. Default false: a client's context is
+    /// linked from a new trace that `sample_ratio` decides, so anonymous
+    /// traffic cannot have every request traced and exported.
+    pub follow_client_traces: bool,
     /// How often spans are sent in a batch. Default 5 s.
     pub trace_interval: Duration,
     /// How often metrics are pushed over OTLP. Default 30 s.
@@ -62,6 +67,7 @@ impl Default for Config {
             otlp_endpoint: None,
             service_name: "switchyard".into(),
             sample_ratio: 1.0,
+            follow_client_traces: false,
             trace_interval: Duration::from_secs(5),
             metrics_interval: Duration::from_secs(30),
             export_timeout: Duration::from_secs(10),
@@ -103,6 +109,7 @@ impl std::fmt::Debug for Telemetry {
 pub fn init(config: &Config, log_filter: &str) -> Result<Telemetry, Error> {
     let resource = Resource::builder().with_service_name(config.service_name.clone()).build();
     let exporting = config.otlp_endpoint.as_deref().map(|e| e.trim_end_matches('/'));
+    context::follow_clients(config.follow_client_traces);
 
     let tracer_provider = exporting
         .map(|endpoint| {

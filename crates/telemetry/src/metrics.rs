@@ -26,6 +26,7 @@ pub struct Metrics {
     listen_dropped: Counter<u64>,
     bus_published: Counter<u64>,
     bus_received: Counter<u64>,
+    bus_rejected: Counter<u64>,
     bus_lag: Histogram<f64>,
     auth_failures: Counter<u64>,
     rate_limited: Counter<u64>,
@@ -121,6 +122,11 @@ impl Metrics {
                 "{event}",
                 "Events received from other replicas over the bus, by kind.",
             ),
+            bus_rejected: counter(
+                "switchyard.bus.rejected",
+                "{message}",
+                "Bus messages dropped because their MAC did not verify, or they could not be read.",
+            ),
             bus_lag: seconds("switchyard.bus.lag", "From publish on one replica to receipt on this one (wall clocks)."),
             auth_failures: counter(
                 "switchyard.auth.failures",
@@ -189,6 +195,11 @@ impl Metrics {
         if let Some(lag) = lag {
             self.bus_lag.record(lag.as_secs_f64(), &[]);
         }
+    }
+
+    /// A bus message dropped: not authenticated by a shared key, or unreadable.
+    pub fn bus_rejected(&self) {
+        self.bus_rejected.add(1, &[]);
     }
 
     /// A request refused by authentication; `reason` is one of the

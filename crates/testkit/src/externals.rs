@@ -93,7 +93,7 @@ impl ServerProcess {
         }
         let child = command
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .envs(env.iter().copied())
+            .envs(crate::with_shared_keys(env))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

@@ -41,6 +41,21 @@ pub struct App {
     _database_dir: Option<tempfile::TempDir>,
 }
 
+/// The `state.keys` of a test deployment: replicas sharing Redis must share
+/// keys, so [`App`] and [`ServerProcess`] use this one whenever `env` names
+/// Redis and no keys, as the chart gives every replica the same Secret.
+pub const SHARED_STATE_KEY: &str = "it:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+
+/// `env`, with [`SHARED_STATE_KEY`] when it names Redis but no keys.
+pub fn with_shared_keys<'a>(env: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env = env.to_vec();
+    let named = |name: &str| env.iter().any(|(key, _)| *key == name);
+    if named("SWITCHYARD_REDIS_URL") && !named("SWITCHYARD_STATE__KEYS") {
+        env.push(("SWITCHYARD_STATE__KEYS", SHARED_STATE_KEY));
+    }
+    env
+}
+
 impl App {
     /// Starts a server configured by `env` (as `SWITCHYARD_*` variables would),
     /// bound to an ephemeral loopback port. Unless `env` names a
@@ -61,7 +76,8 @@ impl App {
     /// When the configuration is invalid.
     pub async fn start_on(listener: tokio::net::TcpListener, env: &[(&str, &str)]) -> Self {
         let address = listener.local_addr().expect("local address");
-        let mut pairs: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let mut pairs: Vec<(String, String)> =
+            with_shared_keys(env).iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         // The real address, so what derives from it (the OAuth resource URI) is right.
         pairs.insert(0, ("SWITCHYARD_BIND".into(), address.to_string()));
         let mut database_dir = None;
@@ -256,6 +272,17 @@ impl Client {
     }
 
     /// POSTs `body` with exactly these headers.
+    /// Sends `method` with the standard headers and returns the response
+    /// unread: a listen stream stays open for as long as it is held.
+    pub async fn open(&self, method: &str, mut params: Value) -> reqwest::Response {
+        if params.get("_meta").is_none() {
+            params["_meta"] = meta(json!({}));
+        }
+        let headers = Self::headers_for(method, &params);
+        let body = json!({ "jsonrpc": "2.0", "id": 42, "method": method, "params": params });
+        self.post(body.to_string(), &headers).await
+    }
+
     async fn post(&self, body: impl Into<reqwest::Body>, headers: &[(String, String)]) -> reqwest::Response {
         let mut request = self.http.post(&self.url).body(body);
         if let Some(token) = &self.token {

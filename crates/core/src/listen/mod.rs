@@ -13,16 +13,24 @@
 //! ([`ListenNotification`]); and a stream's queue is empty until something is
 //! queued ([`Mailbox`]), where a channel would preallocate a block per stream.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+mod message;
+mod registry;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{Value, json};
 use switchyard_bus::{Delivery, Event, NotificationBus};
 use switchyard_protocol::meta::{META, SUBSCRIPTION_ID};
 use switchyard_protocol::method::notification as names;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+pub use message::ListenNotification;
+use message::Mailbox;
+pub use registry::Refusal;
+use registry::{Listener, Registry};
+
+use crate::plugin::Caller;
 
 /// What a listen stream asked to hear (`SubscriptionFilter`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,14 +69,13 @@ impl Filter {
         Value::Object(ack)
     }
 
-    /// Whether this filter wants `event`.
+    /// Whether this filter wants a list-changed `event`.
     fn wants(&self, event: &Event) -> bool {
         match event {
             Event::ToolsListChanged { .. } => self.tools,
             Event::PromptsListChanged { .. } => self.prompts,
             Event::ResourcesListChanged { .. } => self.resources,
-            Event::ResourceUpdated { uri } => self.resource_uris.iter().any(|s| covers(s, uri)),
-            Event::TaskStatus { id, .. } => self.task_ids.contains(id),
+            // Resource and task events are looked up in the hub's index.
             _ => false,
         }
     }
@@ -88,282 +95,8 @@ fn notification_of(event: &Event) -> Option<(&'static str, Value)> {
 }
 
 /// Whether a subscription to `subscribed` covers an update of `updated`: the
-/// same URI, or one below it.
-fn covers(subscribed: &str, updated: &str) -> bool {
-    updated == subscribed
-        || updated.strip_prefix(subscribed).is_some_and(|rest| subscribed.ends_with('/') || rest.starts_with('/'))
-}
-
-/// One frame of a listen stream.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ListenFrame {
-    /// A notification message, `_meta.subscriptionId` included.
-    Notification(ListenNotification),
-    /// The final result of the listen request (on a graceful end); the stream
-    /// ends after it.
-    Final(Value),
-}
-
-/// What closes every listen notification: the `_meta` object, `params`, and
-/// the message.
-const CLOSING: &[u8] = b"}}}";
-
-/// A listen-stream notification, serialised: the message up to the
-/// subscription id (shared by every stream that hears the same event), the
-/// stream's subscription id, and [`CLOSING`].
-#[derive(Clone, PartialEq, Eq)]
-pub struct ListenNotification {
-    method: &'static str,
-    head: Arc<[u8]>,
-    subscription_id: Arc<[u8]>,
-}
-
-impl std::fmt::Debug for ListenNotification {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&String::from_utf8_lossy(&self.to_vec()))
-    }
-}
-
-impl ListenNotification {
-    /// The message up to its subscription id: `{"jsonrpc":"2.0","method":…,
-    /// "params":{…,"_meta":{"io.modelcontextprotocol/subscriptionId":`.
-    /// Whatever `_meta` `params` had is replaced.
-    fn head(method: &str, mut params: Value) -> Arc<[u8]> {
-        if let Some(object) = params.as_object_mut() {
-            object.remove(META);
-        } else {
-            params = json!({});
-        }
-        let mut head = format!(r#"{{"jsonrpc":"2.0","method":{},"params":"#, Value::from(method)).into_bytes();
-        let mut params = serde_json::to_vec(&params).unwrap_or_else(|_| b"{}".to_vec());
-        params.pop(); // the params object, left open for `_meta`
-        head.extend_from_slice(&params);
-        if params.len() > 1 {
-            head.push(b',');
-        }
-        head.extend_from_slice(format!(r#""{META}":{{"{SUBSCRIPTION_ID}":"#).as_bytes());
-        head.into()
-    }
-
-    /// The notification method.
-    pub fn method(&self) -> &'static str {
-        self.method
-    }
-
-    /// The length of the JSON-RPC message, in bytes.
-    pub fn encoded_len(&self) -> usize {
-        self.head.len() + self.subscription_id.len() + CLOSING.len()
-    }
-
-    /// Appends the JSON-RPC message to `out`.
-    pub fn write_to(&self, out: &mut Vec<u8>) {
-        out.reserve(self.encoded_len());
-        out.extend_from_slice(&self.head);
-        out.extend_from_slice(&self.subscription_id);
-        out.extend_from_slice(CLOSING);
-    }
-
-    /// The JSON-RPC message.
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.write_to(&mut out);
-        out
-    }
-
-    /// The message as a JSON value (for tests and logs; transports write the bytes).
-    pub fn to_value(&self) -> Value {
-        serde_json::from_slice(&self.to_vec()).unwrap_or(Value::Null)
-    }
-}
-
-/// A stream's queue of notifications, shared by the hub (which pushes) and
-/// the stream (which takes). An empty queue allocates nothing, so an idle
-/// stream costs a few words here.
-struct Mailbox {
-    queue: Mutex<VecDeque<ListenNotification>>,
-    ready: Notify,
-    /// Set by the hub when it drops the stream; queued messages still go out.
-    closed: AtomicBool,
-}
-
-impl Mailbox {
-    fn new() -> Self {
-        Self { queue: Mutex::new(VecDeque::new()), ready: Notify::new(), closed: AtomicBool::new(false) }
-    }
-
-    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<ListenNotification>> {
-        // Held for a push or pop only, never across an await.
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Queues `message`; false when `bound` messages are waiting already.
-    /// Only the hub pushes, and only to streams it has not closed.
-    fn push(&self, message: ListenNotification, bound: usize) -> bool {
-        {
-            let mut queue = self.queue();
-            if queue.len() >= bound {
-                return false;
-            }
-            queue.push_back(message);
-        }
-        self.ready.notify_one();
-        true
-    }
-
-    fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.ready.notify_one();
-    }
-
-    /// The next message; `None` once the mailbox is closed and empty.
-    async fn recv(&self) -> Option<ListenNotification> {
-        loop {
-            // Read `closed` before popping: every push precedes the close,
-            // so a closed mailbox found empty stays empty.
-            let closed = self.closed.load(Ordering::Acquire);
-            if let Some(message) = self.queue().pop_front() {
-                return Some(message);
-            }
-            if closed {
-                return None;
-            }
-            // A push between the pop and here left a permit: this returns at once.
-            self.ready.notified().await;
-        }
-    }
-}
-
-struct Listener {
-    filter: Filter,
-    /// The subscription id, serialised once.
-    subscription_id: Arc<[u8]>,
-    mailbox: Arc<Mailbox>,
-}
-
-struct HubInner {
-    listeners: Mutex<HashMap<u64, Listener>>,
-    next_id: AtomicU64,
-    dropped_slow: AtomicU64,
-    shutdown: CancellationToken,
-    queue: usize,
-}
-
-/// Fans bus events out to this process's listen streams.
-#[derive(Clone)]
-pub struct ListenHub {
-    inner: Arc<HubInner>,
-}
-
-impl ListenHub {
-    /// Starts the hub: subscribes to `bus` and fans out until `shutdown`.
-    /// `queue` bounds each stream's backlog.
-    pub fn spawn(bus: &Arc<dyn NotificationBus>, shutdown: CancellationToken, queue: usize) -> Self {
-        let inner = Arc::new(HubInner {
-            listeners: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(0),
-            dropped_slow: AtomicU64::new(0),
-            shutdown,
-            queue: queue.max(1),
-        });
-        let mut subscription = bus.subscribe();
-        let hub = Arc::clone(&inner);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = hub.shutdown.cancelled() => break,
-                    delivery = subscription.recv() => match delivery {
-                        Some(Delivery::Event(event)) => hub.fan_out(&[event]),
-                        Some(Delivery::Lagged { missed }) => {
-                            // We cannot know what was lost: every list may have changed.
-                            tracing::warn!(missed, "listen hub lagged behind the bus");
-                            hub.fan_out(&[
-                                Event::ToolsListChanged { catalog_version: 0 },
-                                Event::PromptsListChanged { catalog_version: 0 },
-                                Event::ResourcesListChanged { catalog_version: 0 },
-                            ]);
-                        }
-                        None => break,
-                    },
-                }
-            }
-        });
-        Self { inner }
-    }
-
-    /// Opens a stream for the listen request `subscription_id` (its JSON-RPC
-    /// id, keeping its type). The acknowledgement is its first frame.
-    pub fn open(&self, subscription_id: Value, filter: Filter) -> ListenStream {
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let serialised: Arc<[u8]> = subscription_id.to_string().into_bytes().into();
-        let ack = ListenNotification {
-            method: names::SUBSCRIPTIONS_ACKNOWLEDGED,
-            head: ListenNotification::head(
-                names::SUBSCRIPTIONS_ACKNOWLEDGED,
-                json!({ "notifications": filter.acknowledged() }),
-            ),
-            subscription_id: Arc::clone(&serialised),
-        };
-        let mailbox = Arc::new(Mailbox::new());
-        self.inner.lock().insert(id, Listener { filter, subscription_id: serialised, mailbox: Arc::clone(&mailbox) });
-        switchyard_telemetry::metrics().listen_streams(1);
-        ListenStream {
-            hub: Arc::clone(&self.inner),
-            id,
-            subscription_id,
-            ack: Some(ack),
-            mailbox,
-            finished: false,
-            span: tracing::Span::none(),
-        }
-    }
-
-    /// How many streams are open in this process.
-    pub fn open_streams(&self) -> usize {
-        self.inner.lock().len()
-    }
-
-    /// How many streams were closed because they could not keep up.
-    pub fn dropped_slow_streams(&self) -> u64 {
-        self.inner.dropped_slow.load(Ordering::Relaxed)
-    }
-}
-
-impl HubInner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Listener>> {
-        // The lock is never held across an await, so poisoning means a panic
-        // elsewhere; the map is still consistent.
-        self.listeners.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn fan_out(&self, events: &[Event]) {
-        let mut listeners = self.lock();
-        let mut slow = Vec::new();
-        for event in events {
-            let Some((method, params)) = notification_of(event) else { continue };
-            let head = ListenNotification::head(method, params);
-            for (id, listener) in listeners.iter().filter(|(_, listener)| listener.filter.wants(event)) {
-                let message = ListenNotification {
-                    method,
-                    head: Arc::clone(&head),
-                    subscription_id: Arc::clone(&listener.subscription_id),
-                };
-                if !listener.mailbox.push(message, self.queue) {
-                    slow.push(*id);
-                }
-            }
-        }
-        for id in slow {
-            // The stream ends after what is queued; the client re-listens.
-            if let Some(listener) = listeners.remove(&id) {
-                listener.mailbox.close();
-                self.dropped_slow.fetch_add(1, Ordering::Relaxed);
-                switchyard_telemetry::metrics().listen_dropped_slow();
-                tracing::debug!(listener = id, "closed a listen stream that could not keep up");
-            }
-        }
-    }
-}
-
+/// same URI, or one below it. The hub does not call it: its index looks up
+/// exactly the subscriptions this accepts (`registry::covering_prefixes`).
 /// One open listen stream. Dropping it (the client went away) unregisters it.
 pub struct ListenStream {
     hub: Arc<HubInner>,
@@ -415,7 +148,7 @@ impl ListenStream {
 
 impl Drop for ListenStream {
     fn drop(&mut self) {
-        self.hub.lock().remove(&self.id);
+        self.hub.lock().remove(self.id);
         switchyard_telemetry::metrics().listen_streams(-1);
         // An OpenTelemetry span ends at its last exit: exit it now, so it
         // lasts as long as the stream did.
@@ -424,9 +157,266 @@ impl Drop for ListenStream {
 }
 
 #[cfg(test)]
+fn covers(subscribed: &str, updated: &str) -> bool {
+    updated == subscribed
+        || updated.strip_prefix(subscribed).is_some_and(|rest| subscribed.ends_with('/') || rest.starts_with('/'))
+}
+
+/// One frame of a listen stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ListenFrame {
+    /// A notification message, `_meta.subscriptionId` included.
+    Notification(ListenNotification),
+    /// The final result of the listen request (on a graceful end); the stream
+    /// ends after it.
+    Final(Value),
+}
+
+/// The bounds of the listen hub (README, `[listen]`). One caller must not
+/// hold the process's memory: each bound is per stream, per caller or per
+/// process, and a refusal is an error the client can read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenLimits {
+    /// How far one stream may fall behind before it is closed. Default 64.
+    pub queue: usize,
+    /// Open streams in this process. Default 10,000.
+    pub max_streams: usize,
+    /// Open streams per caller: per principal, or per peer address when
+    /// unauthenticated. Default 64.
+    pub max_streams_per_caller: usize,
+    /// `resourceSubscriptions` entries per stream. Default 256.
+    pub max_resource_subscriptions: usize,
+    /// Their total length in bytes. Default 32 KiB.
+    pub max_subscription_bytes: usize,
+}
+
+impl Default for ListenLimits {
+    fn default() -> Self {
+        Self {
+            queue: 64,
+            max_streams: 10_000,
+            max_streams_per_caller: 64,
+            max_resource_subscriptions: 256,
+            max_subscription_bytes: 32 * 1024,
+        }
+    }
+}
+
+impl ListenLimits {
+    /// Refuses a `resourceSubscriptions` list over the per-stream bounds;
+    /// the message names the bound.
+    pub fn check_subscriptions(&self, uris: &[String]) -> Result<(), String> {
+        if uris.len() > self.max_resource_subscriptions {
+            return Err(format!(
+                "notifications.resourceSubscriptions holds {} URIs; this server accepts at most {} per stream",
+                uris.len(),
+                self.max_resource_subscriptions
+            ));
+        }
+        let bytes: usize = uris.iter().map(String::len).sum();
+        if bytes > self.max_subscription_bytes {
+            return Err(format!(
+                "notifications.resourceSubscriptions is {bytes} bytes long; this server accepts at most {} per stream",
+                self.max_subscription_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Who may hear a `resources/updated`: the scopes a read of the URI needs,
+/// or `None` when nothing in the catalog serves it. The server installs one
+/// ([`ListenHub::gate_reads`]) over its catalog and scope policy, so a
+/// stream hears updates only of what its caller could read.
+pub trait ReadScopes: Send + Sync {
+    /// The scopes `resources/read` of `uri` needs.
+    fn needed(&self, uri: &str) -> Option<Vec<String>>;
+}
+
+struct HubInner {
+    registry: Mutex<Registry>,
+    next_id: AtomicU64,
+    dropped_slow: AtomicU64,
+    shutdown: CancellationToken,
+    limits: ListenLimits,
+    reads: RwLock<Option<Arc<dyn ReadScopes>>>,
+}
+
+/// Fans bus events out to this process's listen streams.
+#[derive(Clone)]
+pub struct ListenHub {
+    inner: Arc<HubInner>,
+}
+
+impl ListenHub {
+    /// Starts the hub: subscribes to `bus` and fans out until `shutdown`,
+    /// within `limits`.
+    pub fn spawn(bus: &Arc<dyn NotificationBus>, shutdown: CancellationToken, limits: ListenLimits) -> Self {
+        let limits = ListenLimits { queue: limits.queue.max(1), ..limits };
+        let inner = Arc::new(HubInner {
+            registry: Mutex::new(Registry::default()),
+            next_id: AtomicU64::new(0),
+            dropped_slow: AtomicU64::new(0),
+            shutdown,
+            limits,
+            reads: RwLock::new(None),
+        });
+        let mut subscription = bus.subscribe();
+        let hub = Arc::clone(&inner);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = hub.shutdown.cancelled() => break,
+                    delivery = subscription.recv() => match delivery {
+                        Some(Delivery::Event(event)) => hub.fan_out(&[event]),
+                        Some(Delivery::Lagged { missed }) => {
+                            // We cannot know what was lost: every list may have changed.
+                            tracing::warn!(missed, "listen hub lagged behind the bus");
+                            hub.fan_out(&[
+                                Event::ToolsListChanged { catalog_version: 0 },
+                                Event::PromptsListChanged { catalog_version: 0 },
+                                Event::ResourcesListChanged { catalog_version: 0 },
+                            ]);
+                        }
+                        None => break,
+                    },
+                }
+            }
+        });
+        Self { inner }
+    }
+
+    /// The bounds the hub was started with.
+    pub fn limits(&self) -> &ListenLimits {
+        &self.inner.limits
+    }
+
+    /// Decides who may hear `resources/updated` from now on. Until a gate
+    /// is installed, only callers without scopes (authorization off) do.
+    pub fn gate_reads(&self, reads: Arc<dyn ReadScopes>) {
+        *self.inner.reads.write().unwrap_or_else(|p| p.into_inner()) = Some(reads);
+    }
+
+    /// Opens a stream for the listen request `subscription_id` (its JSON-RPC
+    /// id, keeping its type), counted against `caller`. The acknowledgement
+    /// is its first frame.
+    pub fn open(&self, subscription_id: Value, filter: Filter, caller: &Caller) -> Result<ListenStream, Refusal> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let serialised: Arc<[u8]> = subscription_id.to_string().into_bytes().into();
+        let ack = ListenNotification {
+            method: names::SUBSCRIPTIONS_ACKNOWLEDGED,
+            head: ListenNotification::head(
+                names::SUBSCRIPTIONS_ACKNOWLEDGED,
+                json!({ "notifications": filter.acknowledged() }),
+            ),
+            subscription_id: Arc::clone(&serialised),
+        };
+        let mailbox = Arc::new(Mailbox::new());
+        let listener = Listener {
+            filter,
+            subscription_id: serialised,
+            mailbox: Arc::clone(&mailbox),
+            caller: caller.clone(),
+            counted_as: caller.accounting_key(),
+        };
+        let limits = &self.inner.limits;
+        self.inner.lock().admit(id, listener, limits.max_streams, limits.max_streams_per_caller)?;
+        switchyard_telemetry::metrics().listen_streams(1);
+        Ok(ListenStream {
+            hub: Arc::clone(&self.inner),
+            id,
+            subscription_id,
+            ack: Some(ack),
+            mailbox,
+            finished: false,
+            span: tracing::Span::none(),
+        })
+    }
+
+    /// How many streams are open in this process.
+    pub fn open_streams(&self) -> usize {
+        self.inner.lock().listeners.len()
+    }
+
+    /// How many streams were closed because they could not keep up.
+    pub fn dropped_slow_streams(&self) -> u64 {
+        self.inner.dropped_slow.load(Ordering::Relaxed)
+    }
+}
+
+impl HubInner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        // The lock is never held across an await, so poisoning means a panic
+        // elsewhere; the table is still consistent.
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `caller` may hear an update of `uri`: always without scopes
+    /// (authorization is off); with scopes, only when it could read it.
+    /// `needed` is asked at most once per event.
+    fn may_hear(&self, caller: &Caller, uri: &str, needed: &mut Option<Option<Vec<String>>>) -> bool {
+        if !caller.is_scoped() {
+            return true;
+        }
+        let needed = needed.get_or_insert_with(|| {
+            let reads = self.reads.read().unwrap_or_else(|p| p.into_inner()).clone();
+            reads.and_then(|reads| reads.needed(uri))
+        });
+        needed.as_ref().is_some_and(|scopes| caller.may_use(scopes))
+    }
+
+    fn fan_out(&self, events: &[Event]) {
+        let mut registry = self.lock();
+        let mut slow = Vec::new();
+        for event in events {
+            let Some((method, params)) = notification_of(event) else { continue };
+            let head = ListenNotification::head(method, params);
+            let hearing: Vec<u64> = match event {
+                Event::ResourceUpdated { uri } => {
+                    let mut needed = None;
+                    let subscribed = registry.subscribed_to(uri);
+                    subscribed
+                        .into_iter()
+                        .filter(|id| {
+                            registry.listeners.get(id).is_some_and(|l| self.may_hear(&l.caller, uri, &mut needed))
+                        })
+                        .collect()
+                }
+                Event::TaskStatus { id, .. } => registry.watching(id).to_vec(),
+                _ => registry.listeners.iter().filter(|(_, l)| l.filter.wants(event)).map(|(id, _)| *id).collect(),
+            };
+            for id in hearing {
+                let Some(listener) = registry.listeners.get(&id) else { continue };
+                let message = ListenNotification {
+                    method,
+                    head: Arc::clone(&head),
+                    subscription_id: Arc::clone(&listener.subscription_id),
+                };
+                if !listener.mailbox.push(message, self.limits.queue) {
+                    slow.push(id);
+                }
+            }
+        }
+        for id in slow {
+            // The stream ends after what is queued; the client re-listens.
+            if let Some(listener) = registry.remove(id) {
+                listener.mailbox.close();
+                self.dropped_slow.fetch_add(1, Ordering::Relaxed);
+                switchyard_telemetry::metrics().listen_dropped_slow();
+                tracing::debug!(listener = id, "closed a listen stream that could not keep up");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use switchyard_bus::InMemoryBus;
+
+    fn limits(queue: usize) -> ListenLimits {
+        ListenLimits { queue, ..ListenLimits::default() }
+    }
 
     fn method(frame: &ListenFrame) -> &str {
         match frame {
@@ -439,8 +429,9 @@ mod tests {
     async fn acknowledges_first_and_honours_the_filter_strictly() {
         let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
         let shutdown = CancellationToken::new();
-        let hub = ListenHub::spawn(&bus, shutdown.clone(), 8);
-        let mut prompts_only = hub.open(json!(7), Filter { prompts: true, ..Filter::default() });
+        let hub = ListenHub::spawn(&bus, shutdown.clone(), limits(8));
+        let mut prompts_only =
+            hub.open(json!(7), Filter { prompts: true, ..Filter::default() }, &Caller::anonymous()).unwrap();
         let first = prompts_only.next().await.unwrap();
         assert_eq!(method(&first), names::SUBSCRIPTIONS_ACKNOWLEDGED);
         let ListenFrame::Notification(ack) = first else { unreachable!() };
@@ -487,11 +478,100 @@ mod tests {
         assert!(!covers("file:///srv", "file:///srv2"));
     }
 
+    fn caller(principal: &str, scopes: &[&str]) -> Caller {
+        Caller {
+            principal: Some(principal.into()),
+            scopes: Some(Arc::new(scopes.iter().map(|s| (*s).to_owned()).collect())),
+            ..Caller::default()
+        }
+    }
+
+    fn resources(uris: &[&str]) -> Filter {
+        Filter { resource_uris: uris.iter().map(|u| (*u).to_owned()).collect(), ..Filter::default() }
+    }
+
+    /// Reads of `secret://` need `secret`; everything else is open; `gone://` is served by nothing.
+    struct Reads;
+    impl ReadScopes for Reads {
+        fn needed(&self, uri: &str) -> Option<Vec<String>> {
+            if uri.starts_with("gone://") {
+                None
+            } else if uri.starts_with("secret://") {
+                Some(vec!["secret".into()])
+            } else {
+                Some(Vec::new())
+            }
+        }
+    }
+
+    async fn next_uri(stream: &mut ListenStream) -> String {
+        match tokio::time::timeout(std::time::Duration::from_secs(5), stream.next()).await.unwrap().unwrap() {
+            ListenFrame::Notification(n) => n.to_value()["params"]["uri"].as_str().unwrap_or("").to_owned(),
+            ListenFrame::Final(_) => "<final>".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn streams_are_bounded_per_caller_and_per_process() {
+        let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
+        let limits = ListenLimits { max_streams: 3, max_streams_per_caller: 2, ..ListenLimits::default() };
+        let hub = ListenHub::spawn(&bus, CancellationToken::new(), limits);
+        let (alice, bob, carol) = (caller("alice", &[]), caller("bob", &[]), caller("carol", &[]));
+        let first = hub.open(json!(1), Filter::default(), &alice).unwrap();
+        let _second = hub.open(json!(2), Filter::default(), &alice).unwrap();
+        assert_eq!(hub.open(json!(3), Filter::default(), &alice).err(), Some(Refusal::Caller(2)));
+        let _third = hub.open(json!(4), Filter::default(), &bob).unwrap();
+        assert_eq!(hub.open(json!(5), Filter::default(), &carol).err(), Some(Refusal::Process(3)));
+        // A closed stream gives its place back, to its caller and to the process.
+        drop(first);
+        assert_eq!(hub.inner.lock().held_by("alice"), 1);
+        let _fourth = hub.open(json!(6), Filter::default(), &carol).unwrap();
+        assert_eq!(hub.open_streams(), 3);
+    }
+
+    #[test]
+    fn subscription_lists_are_bounded_in_count_and_bytes() {
+        let limits =
+            ListenLimits { max_resource_subscriptions: 2, max_subscription_bytes: 10, ..ListenLimits::default() };
+        assert!(limits.check_subscriptions(&["a://1".into(), "a://2".into()]).is_ok());
+        let three = limits.check_subscriptions(&["a".into(), "b".into(), "c".into()]).unwrap_err();
+        assert!(three.contains("at most 2"), "{three}");
+        let long = limits.check_subscriptions(&["a://0123456789".into()]).unwrap_err();
+        assert!(long.contains("14 bytes"), "{long}");
+    }
+
+    #[tokio::test]
+    async fn an_update_reaches_the_streams_subscribed_at_or_above_it_that_may_read_it() {
+        let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
+        let hub = ListenHub::spawn(&bus, CancellationToken::new(), limits(8));
+        hub.gate_reads(Arc::new(Reads));
+        let anyone = Caller::anonymous();
+        let mut above = hub.open(json!(1), resources(&["file:///srv", "file:///srv/"]), &anyone).unwrap();
+        let mut sibling = hub.open(json!(2), resources(&["file:///srv2", "secret://x", "gone://"]), &anyone).unwrap();
+        let mut cleared = hub.open(json!(3), resources(&["secret://"]), &caller("c", &["secret"])).unwrap();
+        let mut uncleared =
+            hub.open(json!(4), resources(&["secret://", "gone://", "file:///"]), &caller("u", &[])).unwrap();
+        for stream in [&mut above, &mut sibling, &mut cleared, &mut uncleared] {
+            stream.next().await.unwrap(); // the ack
+        }
+        for uri in ["file:///srv/a.txt", "secret://x", "gone://y", "file:///last"] {
+            bus.publish(Event::ResourceUpdated { uri: uri.into() }).await.unwrap();
+        }
+        // Once per stream although two of its subscriptions cover it.
+        assert_eq!(next_uri(&mut above).await, "file:///srv/a.txt");
+        assert_eq!(next_uri(&mut sibling).await, "secret://x", "without scopes, authorization is off");
+        assert_eq!(next_uri(&mut sibling).await, "gone://y");
+        assert_eq!(next_uri(&mut cleared).await, "secret://x");
+        // Neither the secret nor what no one serves reaches a scoped caller who may not read it.
+        assert_eq!(next_uri(&mut uncleared).await, "file:///srv/a.txt");
+        assert_eq!(next_uri(&mut uncleared).await, "file:///last");
+    }
+
     #[tokio::test]
     async fn a_slow_stream_is_closed_and_counted() {
         let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
-        let hub = ListenHub::spawn(&bus, CancellationToken::new(), 2);
-        let mut slow = hub.open(json!("s"), Filter { tools: true, ..Filter::default() });
+        let hub = ListenHub::spawn(&bus, CancellationToken::new(), limits(2));
+        let mut slow = hub.open(json!("s"), Filter { tools: true, ..Filter::default() }, &Caller::anonymous()).unwrap();
         assert!(slow.next().await.is_some()); // the ack
         for v in 0..5 {
             bus.publish(Event::ToolsListChanged { catalog_version: v }).await.unwrap();

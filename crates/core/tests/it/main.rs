@@ -89,7 +89,11 @@ async fn server(probe: Probe, call_timeout: Duration) -> (Server, Arc<dyn Notifi
     let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
     let policy = CachePolicy::new(Duration::from_secs(60), CacheScope::Public);
     let catalog = Catalog::new(vec![Arc::new(probe)], Arc::clone(&bus), policy).await;
-    let hub = ListenHub::spawn(&bus, CancellationToken::new(), 8);
+    let hub = ListenHub::spawn(
+        &bus,
+        CancellationToken::new(),
+        switchyard_core::ListenLimits { queue: 8, ..Default::default() },
+    );
     let config = Config {
         server_name: "test".into(),
         server_version: "0".into(),

@@ -353,3 +353,43 @@ async fn several_issuers_are_trusted_and_limits_count_per_principal() {
     // Same address, another principal (another issuer, too): a budget of its own.
     assert_eq!(bob.request("tools/call", echo.clone()).await.status, 200);
 }
+
+/// A listen stream hears `resources/updated` only of what its caller may
+/// read: the scope policy of `resources/read` applies to subscriptions too.
+#[tokio::test]
+async fn a_stream_hears_updates_only_of_resources_its_caller_may_read() {
+    let authorization = AuthorizationServer::start().await;
+    let gated = r#"{ "test://static-text" = ["units"] }"#;
+    let Secured { app, resource } = secured(&authorization, &[("SWITCHYARD_AUTH__SCOPES__RESOURCES", gated)]).await;
+    let plain = app.client().with_token(&authorization.token("mcp-test", "mcp", &resource).await);
+    let cleared = app.client().with_token(&authorization.token("mcp-test", "mcp units", &resource).await);
+    assert_eq!(plain.request("resources/read", json!({ "uri": "test://static-text" })).await.status, 403);
+
+    let publish_url = format!("{}/notifications/resources/updated", app.admin_url());
+    let publish = |uri: &'static str| {
+        let url = publish_url.clone();
+        async move { reqwest::Client::new().post(url).json(&json!({ "uri": uri })).send().await.unwrap().status() }
+    };
+    let everything = json!({ "notifications": { "resourceSubscriptions": ["test://"] } });
+    let (acknowledged, opened) = tokio::sync::oneshot::channel();
+    let params = everything.clone();
+    let uncleared = tokio::spawn(async move {
+        plain
+            .stream("subscriptions/listen", params, 3, Duration::from_secs(3), || async move {
+                let _ = acknowledged.send(());
+            })
+            .await
+    });
+    opened.await.unwrap();
+    let heard = cleared
+        .stream("subscriptions/listen", everything, 3, Duration::from_secs(5), || async {
+            assert_eq!(publish("test://static-text").await, 202);
+            assert_eq!(publish("test://watched-resource").await, 202);
+        })
+        .await;
+    let uris =
+        |reply: &Reply| -> Vec<Value> { reply.messages[1..].iter().map(|m| m["params"]["uri"].clone()).collect() };
+    assert_eq!(uris(&heard), vec![json!("test://static-text"), json!("test://watched-resource")]);
+    let uncleared = uncleared.await.unwrap();
+    assert_eq!(uris(&uncleared), vec![json!("test://watched-resource")], "{:?}", uncleared.messages);
+}

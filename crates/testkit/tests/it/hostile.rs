@@ -323,3 +323,156 @@ async fn a_request_state_is_unreadable_and_opens_once_on_every_replica() {
     );
     assert_eq!(alone.client().request_with("tools/call", retry, caps).await.error_code(), Some(-32602));
 }
+
+/// One caller cannot hold a replica's listen streams or memory: streams are
+/// bounded per caller (here per peer address: no authentication) and each
+/// stream's subscription list in count and bytes. A refusal is a JSON-RPC
+/// error with its status, the server keeps answering, and a closed stream
+/// gives its place back.
+#[tokio::test]
+async fn listen_streams_and_their_subscriptions_are_bounded() {
+    let app = App::start(&[
+        ("SWITCHYARD_LISTEN__MAX_STREAMS_PER_CALLER", "3"),
+        ("SWITCHYARD_LISTEN__MAX_RESOURCE_SUBSCRIPTIONS", "4"),
+        ("SWITCHYARD_LISTEN__MAX_SUBSCRIPTION_BYTES", "200"),
+        // The server notices a client gone when it next writes.
+        ("SWITCHYARD_HTTP__KEEP_ALIVE", "100ms"),
+    ])
+    .await;
+    let client = app.client();
+    let listen = json!({ "notifications": { "toolsListChanged": true } });
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let stream = client.open("subscriptions/listen", listen.clone()).await;
+        assert_eq!(stream.status(), 200);
+        held.push(stream);
+    }
+    let refused = client.request("subscriptions/listen", listen.clone()).await;
+    assert_eq!((refused.status, refused.error_code()), (429, Some(-32029)), "{:?}", refused.messages);
+    let echo = client.request("tools/call", json!({ "name": "echo", "arguments": { "text": "still here" } })).await;
+    assert_eq!(echo.status, 200, "the server keeps answering");
+
+    let uris =
+        |n: usize, len: usize| -> Vec<String> { (0..n).map(|i| format!("file:///{i}/{}", "x".repeat(len))).collect() };
+    for (subscriptions, bound) in [(uris(5, 1), "at most 4"), (uris(2, 150), "at most 200")] {
+        let params = json!({ "notifications": { "resourceSubscriptions": subscriptions } });
+        held.pop();
+        let reply = client.request("subscriptions/listen", params).await;
+        assert_eq!((reply.status, reply.error_code()), (400, Some(-32602)), "{:?}", reply.messages);
+        let message = reply.response()["error"]["message"].as_str().unwrap_or_default().to_owned();
+        assert!(message.contains(bound), "{message}");
+    }
+    // Both places were given back: two streams open again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut reopened = 0;
+    while reopened < 2 {
+        let stream = client.open("subscriptions/listen", listen.clone()).await;
+        if stream.status() == 200 {
+            reopened += 1;
+            held.push(stream);
+        } else {
+            assert!(tokio::time::Instant::now() < deadline, "a closed stream never gave its place back");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let refused = client.request("subscriptions/listen", listen).await;
+    assert_eq!(refused.status, 429);
+}
+
+/// Whoever can `PUBLISH` to the bus's Redis channel but holds no key cannot
+/// inject a notification: an unsigned (version 1) message, one with a bad
+/// MAC and one signed with a key the replicas do not hold are all dropped;
+/// a real publish on the other replica arrives.
+#[tokio::test]
+async fn a_forged_bus_message_reaches_no_stream() {
+    let redis_url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("switchyard-forged-{:x}:", rand::random::<u64>());
+    let env = [("SWITCHYARD_REDIS_URL", redis_url.as_str()), ("SWITCHYARD_REDIS_PREFIX", prefix.as_str())];
+    let (one, two) = (App::start(&env).await, App::start(&env).await);
+    let channel = format!("{prefix}events");
+    let event = r#"{"kind":"resource_updated","uri":"file:///forged/1"}"#;
+    let envelope = format!(r#"{{"v":2,"origin":"attacker","event":{event}}}"#);
+    let forgeries = [
+        format!(r#"{{"v":1,"origin":"attacker","event":{event}}}"#),
+        format!("s2.it.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.{envelope}"),
+        format!("s2.stolen.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.{envelope}"),
+    ];
+    let publish_url = format!("{}/notifications/resources/updated", one.admin_url());
+    let params = json!({ "notifications": { "resourceSubscriptions": ["file:///forged/", "file:///real/"] } });
+    let reply = two
+        .client()
+        .stream("subscriptions/listen", params, 3, Duration::from_secs(3), || async {
+            let client = redis::Client::open(redis_url.as_str()).unwrap();
+            let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+            for forged in &forgeries {
+                let _: i64 =
+                    redis::cmd("PUBLISH").arg(&channel).arg(forged).query_async(&mut connection).await.unwrap();
+            }
+            let real = reqwest::Client::new().post(&publish_url).json(&json!({ "uri": "file:///real/1" })).send();
+            assert_eq!(real.await.unwrap().status(), 202);
+        })
+        .await;
+    let uris: Vec<&Value> = reply.messages[1..].iter().map(|m| &m["params"]["uri"]).collect();
+    assert_eq!(uris, [&json!("file:///real/1")], "{:?}", reply.messages);
+}
+
+/// The Redis ACL that README gives works: a Redis user limited to the
+/// deployment's prefix (keys and channels) and to the commands Switchyard
+/// sends serves the bus, the shared rate limits and the single-use marks of
+/// two replicas; the same user cannot touch another deployment's keys.
+#[tokio::test]
+async fn a_redis_user_limited_to_its_prefix_serves_everything() {
+    let redis = switchyard_testkit::RedisServer::start().await;
+    let admin = redis::Client::open(redis.url()).unwrap();
+    let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
+    // The README's "Redis access" rule, for the prefix `acl:`.
+    let rule = "on >a-long-redis-password resetkeys resetchannels ~acl:* &acl:* -@all \
+                +hello +auth +ping +subscribe +publish +set +get +eval +evalsha +script|load +time";
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("switchyard")
+        .arg(rule.split_whitespace().collect::<Vec<_>>())
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let url = format!("redis://switchyard:a-long-redis-password@127.0.0.1:{}", redis.port());
+    let env = [
+        ("SWITCHYARD_FIXTURE", "conformance"),
+        ("SWITCHYARD_REDIS_URL", url.as_str()),
+        ("SWITCHYARD_REDIS_PREFIX", "acl:"),
+        ("SWITCHYARD_RATE_LIMIT__RATE", "1000/s"),
+        // A limiter the ACL refused would refuse the calls, not let them through.
+        ("SWITCHYARD_RATE_LIMIT__ON_REDIS_ERROR", "deny"),
+    ];
+    let (one, two) = (App::start(&env).await, App::start(&env).await);
+
+    // The limiter's script and the requestState marks.
+    let caps = json!({ "elicitation": {} });
+    let params = json!({ "name": "test_input_required_result_request_state", "arguments": {} });
+    let first = one.client().request_with("tools/call", params.clone(), caps.clone()).await;
+    assert_eq!(first.status, 200, "{:?}", first.messages);
+    let mut retry = params;
+    retry["inputResponses"] = json!({ "confirm": { "action": "accept", "content": { "ok": true } } });
+    retry["requestState"] = first.result()["requestState"].clone();
+    assert_eq!(two.client().request_with("tools/call", retry.clone(), caps.clone()).await.status, 200);
+    let replayed = one.client().request_with("tools/call", retry, caps).await;
+    assert_eq!(replayed.error_code(), Some(-32602), "the mark was recorded: {:?}", replayed.messages);
+
+    // The bus.
+    let publish_url = format!("{}/notifications/resources/updated", one.admin_url());
+    let params = json!({ "notifications": { "resourceSubscriptions": ["file:///acl/"] } });
+    let reply = two
+        .client()
+        .stream("subscriptions/listen", params, 2, Duration::from_secs(5), || async {
+            let sent = reqwest::Client::new().post(&publish_url).json(&json!({ "uri": "file:///acl/1" })).send();
+            assert_eq!(sent.await.unwrap().status(), 202);
+        })
+        .await;
+    assert_eq!(reply.messages.len(), 2, "{:?}", reply.messages);
+
+    // Nothing outside the prefix.
+    let user = redis::Client::open(url.as_str()).unwrap();
+    let mut user = user.get_multiplexed_async_connection().await.unwrap();
+    let outside: redis::RedisResult<()> = redis::cmd("SET").arg("other:key").arg(1).query_async(&mut user).await;
+    assert!(outside.is_err(), "the user wrote outside its prefix");
+}

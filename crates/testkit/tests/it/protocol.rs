@@ -317,7 +317,7 @@ async fn header_mismatches_are_refused() {
 /// messages of the call's stream (the request, then the result).
 /// A `state.keys` entry for tests whose replicas must trust each other's
 /// sealed state and request ids, as a deployment's replicas do.
-pub(crate) const SHARED_STATE_KEY: &str = "it:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+pub(crate) use switchyard_testkit::SHARED_STATE_KEY;
 
 pub(crate) async fn legacy_elicitation(call_url: &str, answer_url: &str) -> Vec<Value> {
     use futures::StreamExt as _;

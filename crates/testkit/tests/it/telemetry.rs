@@ -24,6 +24,8 @@ fn process_env<'a>(receiver: &'a OtlpReceiver, service: &'a str, database: &'a s
         ("SWITCHYARD_TELEMETRY__METRICS_INTERVAL", "1h"),
         // The front replica reaches the other on loopback.
         ("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8"),
+        // The caller (and, for the upstream replica, the front) is trusted to name the trace.
+        ("SWITCHYARD_TELEMETRY__FOLLOW_CLIENT_TRACES", "true"),
     ]
 }
 
@@ -178,6 +180,36 @@ async fn a_tool_call_is_one_trace_across_two_replicas_and_the_metrics_are_export
     for name in ["http.server.request.duration", "mcp.server.operation.duration", "switchyard.tool.calls"] {
         assert!(metrics.iter().any(|m| m == name), "{name} not exported over OTLP: {metrics:?}");
     }
+}
+
+/// By default a client cannot name the trace: its `traceparent` (header or
+/// `_meta`, sampled) is linked from a new trace of the server's own, so
+/// anonymous traffic cannot force every request to be traced and exported.
+#[tokio::test]
+async fn a_clients_trace_context_is_linked_not_followed_by_default() {
+    let receiver = OtlpReceiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("db").display());
+    let mut env = process_env(&receiver, "lone", &database);
+    env.retain(|(key, _)| *key != "SWITCHYARD_TELEMETRY__FOLLOW_CLIENT_TRACES");
+    let mut server = ServerProcess::start(&env).await;
+    let (trace, in_meta, in_header) = ("5bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b7", "20f067aa0ba902b7");
+    let answer = call(
+        server.base_url(),
+        "echo",
+        Some(&format!("00-{trace}-{in_meta}-01")),
+        Some(&format!("00-{trace}-{in_header}-01")),
+    )
+    .await;
+    assert_eq!(answer["result"]["content"][0]["text"], SECRET, "{answer}");
+    terminate(&mut server).await;
+    let spans = receiver.spans();
+    assert!(spans.iter().all(|s| s.trace_id != trace), "a client named the trace: {spans:#?}");
+    let http = find(&spans, "HTTP span", |s| s.name == "POST /mcp" && s.links.iter().any(|l| l == in_header));
+    assert_eq!(http.parent_span_id, "", "{http:#?}");
+    let mcp = find(&spans, "MCP span", |s| s.name == "tools/call echo");
+    assert!(mcp.links.iter().any(|l| l == in_meta), "{mcp:#?}");
+    assert_eq!((mcp.trace_id.as_str(), mcp.parent_span_id.as_str()), (http.trace_id.as_str(), http.span_id.as_str()));
 }
 
 /// Series name → label names, from a Prometheus text scrape.

@@ -270,3 +270,84 @@ async fn rate_limits_are_shared_by_replicas_and_refuse_before_the_body() {
         .unwrap();
     assert_eq!(broken.status(), 429);
 }
+
+/// A request body has a read deadline: one that stops halfway gets 408 (with
+/// a JSON-RPC error) after `http.body_read_timeout`, not a request held open.
+#[tokio::test]
+async fn a_body_that_stops_halfway_gets_408_after_the_deadline() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let app = App::start(&[("SWITCHYARD_HTTP__BODY_READ_TIMEOUT", "300ms")]).await;
+    let address = app.base_url().trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: 100\r\n\r\n"
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    socket.write_all(br#"{"jsonrpc":"#).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = vec![0; 4096];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), socket.read(&mut answer)).await;
+    let read = read.expect("no answer 5 s after the body stopped").unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_read_timeout"), "{answer}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+}
+
+/// HTTP/2 connections do not outlive their use: one that sent the preface
+/// and its settings and then nothing is closed after the idle time (the
+/// head deadline), and one whose peer stops answering pings is closed
+/// after the keep-alive timeout, with the listen stream it held.
+#[tokio::test]
+async fn idle_and_unresponsive_http2_connections_are_closed() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let app = App::start(&[
+        ("SWITCHYARD_HTTP__HEADER_READ_TIMEOUT", "300ms"),
+        ("SWITCHYARD_HTTP__H2_KEEP_ALIVE_INTERVAL", "200ms"),
+        ("SWITCHYARD_HTTP__H2_KEEP_ALIVE_TIMEOUT", "200ms"),
+        ("SWITCHYARD_LISTEN__MAX_STREAMS_PER_CALLER", "1"),
+    ])
+    .await;
+    let address = app.base_url().trim_start_matches("http://").to_owned();
+
+    // The preface and an empty SETTINGS frame, then silence.
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    socket.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0").await.unwrap();
+    let started = std::time::Instant::now();
+    let mut sent = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), socket.read_to_end(&mut sent)).await;
+    assert!(read.is_ok(), "an HTTP/2 connection without streams is still open after 5 s");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250), "closed before the idle time");
+
+    // A listen stream, then a peer that reads nothing more (so answers no ping).
+    let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (mut sender, mut connection) = h2::client::handshake(tcp).await.unwrap();
+    let mut params = json!({ "notifications": { "toolsListChanged": true } });
+    params["_meta"] = switchyard_testkit::meta(json!({}));
+    let mut request = http::Request::post(format!("http://{address}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (name, value) in switchyard_testkit::Client::headers_for("subscriptions/listen", &params) {
+        request = request.header(name, value);
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params });
+    let (response, mut upload) = sender.send_request(request.body(()).unwrap(), false).unwrap();
+    upload.send_data(bytes::Bytes::from(body.to_string()), true).unwrap();
+    let response = tokio::select! {
+        response = response => response.unwrap(),
+        _ = &mut connection => panic!("the connection ended before the answer"),
+    };
+    assert_eq!(response.status(), 200);
+    // The stream holds this address's one place (`max_streams_per_caller`).
+    let listen = json!({ "notifications": { "toolsListChanged": true } });
+    let client = app.client();
+    assert_eq!(client.request("subscriptions/listen", listen.clone()).await.status, 429);
+    // `connection` is no longer polled: the server's pings go unanswered,
+    // so it closes the connection and the stream gives its place back.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while client.open("subscriptions/listen", listen.clone()).await.status() != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "the unresponsive peer's stream is still open after 5 s");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    drop(connection);
+}
