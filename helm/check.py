@@ -79,6 +79,11 @@ for name, values in [("defaults", None), ("everything", yaml.safe_load((HERE / "
             exposed = [e["env"] for e in (values or {}).get("secrets", {}).get("upstreamEnv", [])]
             if written.get("upstream", {}).get("secret_env") != exposed:
                 failures.append(f"{name}: upstream.secret_env is not {exposed}: {written.get('upstream')}")
+            # WASM's memory fits in half the pod's memory limit (1Gi by default).
+            limit = ((values or {}).get("resources") or {}).get("limits", {}).get("memory", "1Gi")
+            mib = int(limit[:-2]) * (1024 if limit.endswith("Gi") else 1)
+            if written.get("wasm", {}).get("memory_budget_mib") != mib // 2:
+                failures.append(f"{name}: wasm.memory_budget_mib is not half of {limit}: {written.get('wasm')}")
             # extraToml's bare keys stay top-level (they once landed in the last [[auth.issuers]]).
             if name == "everything" and written.get("redis_prefix") != "switchyard-prod:":
                 failures.append(f"{name}: extraToml's bare redis_prefix is not a top-level key")

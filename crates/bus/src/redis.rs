@@ -183,16 +183,16 @@ impl RedisBus {
         // to the bus, so it ends when the bus is dropped.
         let (local, origin, connected) = (bus.local.clone(), bus.origin.clone(), Arc::clone(&bus.connected));
         let keys = Arc::clone(&bus.keys);
+        let channel = bus.channel.clone();
         tokio::spawn(async move {
             while let Some(push) = incoming.recv().await {
                 match push.kind {
                     PushKind::Message => {
                         let Some(redis::Value::BulkString(payload)) = push.data.get(1) else { continue };
-                        match wire::decode(&keys, payload) {
+                        match wire::decode(&keys, &channel, payload, now_ms()) {
                             Ok(received) if received.origin != origin => {
                                 // Wall clocks of two hosts: a skewed clock reads as no lag.
-                                let lag =
-                                    received.sent_ms.map(|sent| Duration::from_millis(now_ms().saturating_sub(sent)));
+                                let lag = Some(Duration::from_millis(now_ms().saturating_sub(received.sent_ms)));
                                 switchyard_telemetry::metrics().bus_received(received.event.kind(), lag);
                                 let _ = local.send(received.event);
                             }
@@ -267,7 +267,8 @@ impl NotificationBus for RedisBus {
                 db.operation.name = "PUBLISH",
                 switchyard.bus.event = event.kind(),
             );
-            let payload = wire::encode(&self.keys, &self.origin, &event, now_ms()).map_err(Error::Transport)?;
+            let payload =
+                wire::encode(&self.keys, &self.channel, &self.origin, &event, now_ms()).map_err(Error::Transport)?;
             let mut link = self.link.clone();
             let sent = tracing::Instrument::instrument(link.publish(&self.channel, payload), span).await;
             switchyard_telemetry::metrics().bus_published(event.kind(), sent.is_ok());

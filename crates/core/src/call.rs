@@ -15,14 +15,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::caching::{CachePolicy, CacheScope};
 use crate::catalog::{Snapshot, ToolEntry};
-use crate::error::{Delivery, Error};
+use crate::error::Error;
 use crate::legacy;
 use crate::plugin::{CallContext, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult};
 use crate::server::{Prepared, Server};
 use crate::state::{Binding, OpenError};
 use switchyard_telemetry::ToolOutcome;
 
-use crate::tasks::{TaskRecord, TaskStatus, TaskSupport, Tasks, Transition, millis, now_ms};
+use crate::task_run::{TaskCall, run_task};
+use crate::tasks::{TaskRecord, TaskStatus, TaskSupport, Tasks, millis, now_ms};
 
 /// Most completion values returned at once (the spec's cap).
 const MAX_COMPLETIONS: usize = 100;
@@ -112,22 +113,37 @@ impl Call<'_> {
             principal: request.caller.principal.as_deref(),
         };
         let input = self.input_round(binding).await?;
+        let round_deadline = tasks.config.deadline.unwrap_or(self.server.config.call_timeout);
         let token = CancellationToken::new();
         let cx = CallContext {
             caller: request.caller.clone(),
             client_capabilities: Arc::clone(&self.capabilities),
-            // A task may run as long as it is kept.
-            deadline: std::time::Instant::now() + tasks.config.ttl,
+            // Each round of the call has the task deadline (the call timeout
+            // unless configured); waiting for the client's input does not count.
+            deadline: std::time::Instant::now() + round_deadline,
             cancel: token.clone(),
             input: None,
             // Tasks send no progress or log notifications (the extension defines none).
             notifier: Notifier::default(),
             changes: Some(self.server.catalog.change_sink()),
         };
-        let call = TaskCall { plugin: Arc::clone(&tool.plugin), name: tool.name.clone(), arguments, template: cx };
+        let call = TaskCall {
+            plugin: Arc::clone(&tool.plugin),
+            name: tool.name.clone(),
+            arguments,
+            template: cx,
+            deadline: round_deadline,
+        };
+        // One caller's tasks are bounded here, before its call starts: a
+        // refused call reaches no plugin (nor an upstream behind one).
+        let id = Tasks::new_id();
+        tasks.track(&id, token.clone(), request.caller.accounting_key()).map_err(|bound| {
+            Error::OverLimit(format!("Too many tasks: this caller has {bound} running or waiting for input"))
+        })?;
         // An MRTR retry's answers go to the first round.
         let mut running = call.start(input);
         if let Some(outcome) = futures::FutureExt::now_or_never(&mut running) {
+            tasks.untrack(&id);
             let plugin_error = |source| Error::Plugin { plugin: tool.plugin.id().to_owned(), source };
             return match outcome.map_err(plugin_error)? {
                 Outcome::Complete(result) => check_tool_result(tool, result),
@@ -138,7 +154,7 @@ impl Call<'_> {
         }
         let now = now_ms();
         let task = TaskRecord {
-            id: Tasks::new_id(),
+            id,
             principal: request.caller.principal.clone(),
             status: TaskStatus::Working,
             status_message: None,
@@ -154,8 +170,11 @@ impl Call<'_> {
         };
         // Durable before the client hears of it: an immediate tasks/get on
         // any replica must find it.
-        tasks.store.create(&task).await.map_err(Error::TaskStore)?;
-        tasks.track(&task.id, token.clone());
+        if let Err(error) = tasks.store.create(&task).await {
+            tasks.untrack(&task.id);
+            token.cancel();
+            return Err(Error::TaskStore(error));
+        }
         let (tasks_handle, catalog) = (Arc::clone(tasks), Arc::clone(&self.server.catalog));
         tokio::spawn(run_task(tasks_handle, catalog, task.clone(), call, running, token));
         let mut created = crate::tasks::wire(&task, tasks.config.poll_interval, false);
@@ -444,7 +463,7 @@ fn tool_outcome(result: &Result<Value, Error>) -> ToolOutcome {
     }
 }
 
-fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value, Error> {
+pub(crate) fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value, Error> {
     let name = &tool.name;
     let Value::Object(map) = &result else {
         return Err(Error::InvalidOutput { tool: name.clone(), problems: vec!["result is not an object".into()] });
@@ -464,199 +483,6 @@ fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value, Error> {
         schema.validate(structured).map_err(|problems| Error::InvalidOutput { tool: name.clone(), problems })?;
     }
     Ok(result)
-}
-
-/// What it takes to call a task's tool again with the client's answers.
-struct TaskCall {
-    plugin: Arc<dyn Plugin>,
-    name: String,
-    arguments: Map<String, Value>,
-    /// The context of the first call; later rounds get its copy with their input.
-    template: CallContext,
-}
-
-type Running = BoxFuture<'static, PluginResult<Outcome>>;
-
-impl TaskCall {
-    fn start(&self, input: Option<InputRound>) -> Running {
-        let (plugin, name, arguments) = (Arc::clone(&self.plugin), self.name.clone(), self.arguments.clone());
-        let cx = CallContext { input, ..self.template.clone() };
-        Box::pin(async move { plugin.call_tool(&name, arguments, cx).await })
-    }
-}
-
-/// The most input rounds one task may ask for.
-const MAX_TASK_ROUNDS: u64 = 16;
-
-/// A task's call in the background: run it; when it asks for input, park the
-/// task as `input_required` with the requests (keyed `r{round}.{key}`, so a
-/// key is never reused), wait for the client's answers (`tasks/update`, on
-/// any replica, lands them in the store) and call again; record the end.
-async fn run_task(
-    tasks: Arc<Tasks>,
-    catalog: Arc<crate::catalog::Catalog>,
-    mut task: TaskRecord,
-    call: TaskCall,
-    mut running: Running,
-    token: CancellationToken,
-) {
-    let bus = Arc::clone(catalog.bus());
-    let mut round = 0;
-    loop {
-        let outcome = tokio::select! {
-            // Cancellation first: a call that ends because it saw the
-            // cancellation must not be recorded as its result.
-            biased;
-            // tasks/cancel (or shutdown) recorded the end already.
-            () = token.cancelled() => break,
-            outcome = &mut running => outcome,
-        };
-        let (requests, state) = match outcome {
-            Ok(Outcome::InputRequired { requests, state }) if round < MAX_TASK_ROUNDS => (requests, state),
-            outcome => {
-                tasks.untrack(&task.id);
-                let transition = task_end(&catalog.snapshot(), &call.name, outcome);
-                record_task_end(&tasks, bus.as_ref(), &task, &transition).await;
-                return;
-            }
-        };
-        if let Some(missing) = requests
-            .values()
-            .filter_map(required_capability)
-            .find(|needed| !needed.is_declared_in(&call.template.client_capabilities))
-        {
-            tasks.untrack(&task.id);
-            let error = ErrorObject::missing_capability(missing.as_required());
-            let transition = Transition {
-                status: TaskStatus::Failed,
-                status_message: None,
-                result: None,
-                error: Some(json!(error)),
-            };
-            record_task_end(&tasks, bus.as_ref(), &task, &transition).await;
-            return;
-        }
-        round += 1;
-        let pending: Map<String, Value> = requests.into_iter().map(|(key, r)| (format!("r{round}.{key}"), r)).collect();
-        let input = json!({ "round": round, "pending": pending, "answered": {}, "state": state });
-        let now = now_ms();
-        match tasks.store.change_input(&task.id, task.version, TaskStatus::InputRequired, &input, now).await {
-            Ok(true) => {
-                task.status = TaskStatus::InputRequired;
-                task.input = Some(input);
-                task.version += 1;
-                task.updated_at_ms = now;
-                crate::tasks::announce(bus.as_ref(), &task, tasks.config.poll_interval).await;
-            }
-            // Cancelled meanwhile, or the store failed: the lease decides.
-            Ok(false) | Err(_) => break,
-        }
-        let Some((answers, state, current)) = wait_for_answers(&tasks, &task.id, round, &token).await else { break };
-        task = current;
-        running = call.start(Some(InputRound { responses: answers, state }));
-    }
-    tasks.untrack(&task.id);
-}
-
-/// Polls the store until every input request of `round` is answered (then
-/// the answers under the plugin's own keys, the plugin's state, and the
-/// task), or the task ends or is cancelled (`None`).
-async fn wait_for_answers(
-    tasks: &Tasks,
-    id: &str,
-    round: u64,
-    token: &CancellationToken,
-) -> Option<(Map<String, Value>, Option<Value>, TaskRecord)> {
-    let prefix = format!("r{round}.");
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
-            () = token.cancelled() => return None,
-        }
-        let task = match tasks.store.get(id).await {
-            Ok(Some(task)) => task,
-            Ok(None) => return None,
-            Err(_) => continue,
-        };
-        if task.status.is_terminal() {
-            return None;
-        }
-        let input = task.input.clone().unwrap_or_default();
-        let complete = task.status == TaskStatus::Working
-            && input["round"].as_u64() == Some(round)
-            && input["pending"].as_object().is_none_or(Map::is_empty);
-        if complete {
-            let answers = input["answered"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter_map(|(key, answer)| key.strip_prefix(&prefix).map(|k| (k.to_owned(), answer.clone())))
-                .collect();
-            let state = Some(input["state"].clone()).filter(|s| !s.is_null());
-            return Some((answers, state, task));
-        }
-    }
-}
-
-/// How a task's call ended, as the task records it: a result (a tool error
-/// is a result with `isError`, so `completed`), or a protocol-level error
-/// (`failed`).
-fn task_end(snapshot: &Snapshot, tool: &str, outcome: PluginResult<Outcome>) -> Transition {
-    let checked = match (outcome, snapshot.tool(tool)) {
-        (Ok(Outcome::Complete(result)), Some(entry)) => check_tool_result(entry, result),
-        (Ok(Outcome::Complete(_)), None) => Err(Error::UnknownTool(tool.to_owned())),
-        (Ok(Outcome::InputRequired { .. }), _) => Err(Error::Plugin {
-            plugin: tool.to_owned(),
-            source: PluginError::Internal("input requests during a task are not supported yet".into()),
-        }),
-        (Err(source), entry) => {
-            Err(Error::Plugin { plugin: entry.map_or_else(|| tool.to_owned(), |e| e.plugin.id().to_owned()), source })
-        }
-    };
-    let (status, result, error) = match checked {
-        Ok(mut result) => {
-            if let Value::Object(map) = &mut result {
-                map.remove("resultType");
-            }
-            (TaskStatus::Completed, Some(result), None)
-        }
-        Err(error) => match error.delivery() {
-            Delivery::ToolError(message) => (TaskStatus::Completed, Some(Delivery::tool_result(&message)), None),
-            Delivery::Rpc(error) => (TaskStatus::Failed, None, Some(json!(error))),
-        },
-    };
-    Transition { status, status_message: None, result, error }
-}
-
-/// Records a task's end, retrying a store that is briefly unavailable, and
-/// announces it to listen streams.
-async fn record_task_end(
-    tasks: &Tasks,
-    bus: &dyn switchyard_bus::NotificationBus,
-    task: &TaskRecord,
-    transition: &Transition,
-) {
-    let id = &task.id;
-    let mut wait = std::time::Duration::from_millis(100);
-    for attempt in 1..=6 {
-        let now = now_ms();
-        match tasks.store.transition(id, transition, now).await {
-            Ok(true) => {
-                return crate::tasks::announce(bus, &task.after(transition, now), tasks.config.poll_interval).await;
-            }
-            // Cancelled (or failed by a reader) first: that end stands.
-            Ok(false) => return,
-            Err(error) if attempt == 6 => {
-                // No longer tracked, its lease is not renewed: readers fail it
-                // when the lease runs out, so it does not stay `working`.
-                tracing::error!(task = %id, %error, "could not record the end of a task; it fails when its lease runs out");
-                return;
-            }
-            Err(error) => tracing::warn!(task = %id, %error, attempt, "could not record the end of a task; retrying"),
-        }
-        tokio::time::sleep(wait).await;
-        wait *= 2;
-    }
 }
 
 /// The most times a legacy client is asked for input within one request.
@@ -692,7 +518,7 @@ pub(crate) type PendingResponses =
     std::sync::Mutex<HashMap<RequestId, tokio::sync::oneshot::Sender<std::result::Result<Value, ErrorObject>>>>;
 
 /// The client capability an embedded input request needs.
-fn required_capability(request: &Value) -> Option<ClientCapability> {
+pub(crate) fn required_capability(request: &Value) -> Option<ClientCapability> {
     let params = request.get("params");
     match request.get("method")?.as_str()? {
         input::ELICIT if params.and_then(|p| p.get("mode")).and_then(Value::as_str) == Some("url") => {

@@ -67,4 +67,16 @@ mod tests {
         assert!(decode("!!!").is_err());
         assert!(decode(&URL_SAFE_NO_PAD.encode("offset:3")).is_err());
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn a_cursor_decodes_to_its_key_and_made_up_ones_never_panic(key in any::<String>(), raw in any::<String>()) {
+                prop_assert_eq!(super::super::decode(&super::super::encode(&key)), Ok(Some(key)));
+                let _ = super::super::decode(&raw);
+            }
+        }
+    }
 }

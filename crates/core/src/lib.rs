@@ -37,6 +37,7 @@ pub mod tasks;
 mod call;
 mod cursor;
 mod legacy;
+mod task_run;
 mod telemetry;
 mod uri_template;
 

@@ -97,12 +97,20 @@ impl Caller {
     }
 
     /// What this caller's share of a bounded resource (a rate, listen
-    /// streams) is counted against: the principal, or an anonymous caller's
-    /// address, or `-` when the transport has neither (stdio).
+    /// streams, tasks) is counted against: `p:` and the principal, or `ip:`
+    /// and an anonymous caller's address (for IPv6 its /64, which one host
+    /// usually holds whole), or `-` when the transport has neither (stdio).
     pub fn accounting_key(&self) -> String {
         match (&self.principal, self.peer) {
-            (Some(principal), _) => principal.clone(),
-            (None, Some(peer)) => peer.to_string(),
+            (Some(principal), _) => format!("p:{principal}"),
+            (None, Some(std::net::IpAddr::V4(peer))) => format!("ip:{peer}"),
+            (None, Some(std::net::IpAddr::V6(peer))) => match peer.to_ipv4_mapped() {
+                Some(v4) => format!("ip:{v4}"),
+                None => {
+                    let network = u128::from(peer) & !((1u128 << 64) - 1);
+                    format!("ip:{}/64", std::net::Ipv6Addr::from(network))
+                }
+            },
             (None, None) => "-".to_owned(),
         }
     }
@@ -155,6 +163,30 @@ mod tests {
 
     fn set(scopes: &[&str]) -> BTreeSet<String> {
         scopes.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn callers_are_counted_by_principal_or_by_address() {
+        let of = |principal: Option<&str>, peer: Option<&str>| {
+            Caller {
+                principal: principal.map(str::to_owned),
+                peer: peer.map(|p| p.parse().unwrap()),
+                ..Caller::default()
+            }
+            .accounting_key()
+        };
+        assert_eq!(of(Some("iss sub"), Some("10.0.0.1")), "p:iss sub");
+        assert_eq!(of(None, Some("10.0.0.1")), "ip:10.0.0.1");
+        assert_eq!(of(None, Some("::ffff:10.0.0.1")), "ip:10.0.0.1");
+        // One host's /64 is one caller, however many addresses it picks.
+        assert_eq!(of(None, Some("2001:db8:1:2:aaaa::1")), of(None, Some("2001:db8:1:2:bbbb::9")));
+        assert_eq!(of(None, Some("2001:db8:1:2::1")), "ip:2001:db8:1:2::/64");
+        assert_ne!(
+            of(Some("10.0.0.1"), None),
+            of(None, Some("10.0.0.1")),
+            "a principal never collides with an address"
+        );
+        assert_eq!(of(None, None), "-");
     }
 
     #[test]

@@ -350,4 +350,42 @@ mod tests {
         let binding = Binding { method: "tools/call", params: &p, principal: None };
         assert_ne!(sealer.seal(binding, None), sealer.seal(binding, None));
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn sealer() -> StateSealer {
+            StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60))
+        }
+
+        proptest! {
+            /// Nothing a client makes up opens: any string, and any string
+            /// shaped like a sealed state under our key id.
+            #[test]
+            fn made_up_states_never_open(raw in any::<String>(), body in "[A-Za-z0-9_-]{0,200}") {
+                let p = params(json!({"name": "t"}));
+                let binding = Binding { method: "tools/call", params: &p, principal: None };
+                let sealer = sealer();
+                prop_assert!(sealer.open(&raw, binding).is_err());
+                let shaped = format!("{VERSION}.k1.{body}");
+                prop_assert!(sealer.open(&shaped, binding).is_err());
+            }
+
+            /// A sealed state with any one character changed does not open.
+            #[test]
+            fn an_altered_state_never_opens(at in any::<prop::sample::Index>(), with in "[A-Za-z0-9_.-]") {
+                let p = params(json!({"name": "t"}));
+                let binding = Binding { method: "tools/call", params: &p, principal: Some("alice") };
+                let sealer = sealer();
+                let sealed = sealer.seal(binding, Some(json!({"secret": 1})));
+                let i = at.index(sealed.len());
+                let mut altered = sealed.clone();
+                altered.replace_range(i..=i, &with);
+                prop_assume!(altered != sealed);
+                prop_assert!(sealer.open(&altered, binding).is_err());
+            }
+        }
+    }
 }

@@ -286,12 +286,37 @@ pub struct TaskConfig {
     pub poll_interval: Duration,
     /// How long a lease lasts; renewed at a third of it. Default 15 s.
     pub lease: Duration,
+    /// How long one round of a task's call may run (waiting for the
+    /// client's input does not count); `None`: the server's call timeout.
+    pub deadline: Option<Duration>,
+    /// Tasks one caller may have running or waiting for input on this
+    /// replica. Default 16.
+    pub max_per_caller: usize,
 }
 
 impl Default for TaskConfig {
     fn default() -> Self {
-        Self { ttl: Duration::from_secs(3600), poll_interval: Duration::from_secs(1), lease: Duration::from_secs(15) }
+        Self {
+            ttl: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(1),
+            lease: Duration::from_secs(15),
+            deadline: None,
+            max_per_caller: 16,
+        }
     }
+}
+
+/// A task whose call runs here.
+pub(crate) struct Running {
+    cancel: CancellationToken,
+    counted_as: String,
+}
+
+/// The calls running here: by task id, and how many each caller holds.
+#[derive(Default)]
+pub(crate) struct RunningTasks {
+    by_id: HashMap<String, Running>,
+    per_caller: HashMap<String, usize>,
 }
 
 /// The tasks of one server: the store, and the calls this replica runs.
@@ -299,7 +324,7 @@ pub struct Tasks {
     pub(crate) store: Arc<dyn TaskStore>,
     pub(crate) config: TaskConfig,
     /// Cancellation of the calls running here, by task id.
-    pub(crate) running: Mutex<HashMap<String, CancellationToken>>,
+    pub(crate) running: Mutex<RunningTasks>,
 }
 
 impl Tasks {
@@ -314,22 +339,46 @@ impl Tasks {
 
     /// Stops the call of `id` if it runs here.
     pub(crate) fn stop(&self, id: &str) {
-        if let Some(token) = self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(id) {
-            token.cancel();
+        let cancel = self.lock_running().by_id.get(id).map(|running| running.cancel.clone());
+        if let Some(cancel) = cancel {
+            self.untrack(id);
+            cancel.cancel();
         }
     }
 
-    pub(crate) fn track(&self, id: &str, token: CancellationToken) {
-        self.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned(), token);
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, RunningTasks> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a task's call as running here for `counted_as`; `Err` with
+    /// the bound when that caller holds `max_per_caller` already.
+    pub(crate) fn track(&self, id: &str, token: CancellationToken, counted_as: String) -> Result<(), usize> {
+        let bound = self.config.max_per_caller;
+        let mut running = self.lock_running();
+        let held = running.per_caller.entry(counted_as.clone()).or_default();
+        if *held >= bound {
+            return Err(bound);
+        }
+        *held += 1;
+        running.by_id.insert(id.to_owned(), Running { cancel: token, counted_as });
+        Ok(())
     }
 
     /// The tasks whose calls run here.
     pub(crate) fn running_ids(&self) -> Vec<String> {
-        self.running.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        self.lock_running().by_id.keys().cloned().collect()
     }
 
     pub(crate) fn untrack(&self, id: &str) {
-        self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let mut running = self.lock_running();
+        if let Some(ended) = running.by_id.remove(id)
+            && let Some(held) = running.per_caller.get_mut(&ended.counted_as)
+        {
+            *held -= 1;
+            if *held == 0 {
+                running.per_caller.remove(&ended.counted_as);
+            }
+        }
     }
 
     /// Renews the leases of the tasks running here and purges expired

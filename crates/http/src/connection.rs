@@ -119,17 +119,11 @@ impl Activity {
         })
     }
 
-    /// Counts a stream from its request until its response body is done
-    /// (sent, or reset by the client).
-    pub(crate) fn track(self: &Arc<Self>, response: axum::response::Response) -> axum::response::Response {
+    /// Counts a stream from its request's arrival; it ends when the guard
+    /// is dropped (see [`StreamGuard::hold_until_sent`]).
+    pub(crate) fn begin(self: &Arc<Self>) -> StreamGuard {
         self.open.fetch_add(1, Ordering::AcqRel);
-        let guard = StreamGuard(Arc::clone(self));
-        response.map(|body| {
-            Body::new(body.map_frame(move |frame| {
-                let _held = &guard;
-                frame
-            }))
-        })
+        StreamGuard(Arc::clone(self))
     }
 
     /// Resolves once the connection has held no stream for `limit`.
@@ -149,7 +143,21 @@ impl Activity {
     }
 }
 
-struct StreamGuard(Arc<Activity>);
+/// One open stream of an HTTP/2 connection.
+pub(crate) struct StreamGuard(Arc<Activity>);
+
+impl StreamGuard {
+    /// Keeps the stream counted until `response`'s body is done (sent, or
+    /// reset by the client).
+    pub(crate) fn hold_until_sent(self, response: axum::response::Response) -> axum::response::Response {
+        response.map(|body| {
+            Body::new(body.map_frame(move |frame| {
+                let _held = &self;
+                frame
+            }))
+        })
+    }
+}
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
@@ -169,7 +177,15 @@ mod tests {
     async fn a_connection_is_idle_only_once_its_last_stream_ended_long_enough_ago() {
         let activity = Activity::new();
         let limit = Duration::from_secs(10);
-        let response = activity.track(axum::response::Response::new(Body::from("x")));
+        let stream = activity.begin();
+        let idle_with_a_request_in_flight = tokio::spawn({
+            let activity = Arc::clone(&activity);
+            async move { activity.idle_for(limit).await }
+        });
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(!idle_with_a_request_in_flight.is_finished(), "a request is being handled");
+        idle_with_a_request_in_flight.abort();
+        let response = stream.hold_until_sent(axum::response::Response::new(Body::from("x")));
         let idle = tokio::spawn({
             let activity = Arc::clone(&activity);
             async move { activity.idle_for(limit).await }

@@ -97,10 +97,19 @@ pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown
             // deadline, as hyper closes an idle HTTP/1.1 one.
             let (builder, activity) =
                 if revealed.is_h2() { (&builders.1, Some(connection::Activity::new())) } else { (&builders.0, None) };
+            // A stream counts from its request's arrival until its response
+            // is sent (or the client resets it, dropping the future or body).
             let tracked = activity.clone();
-            let service = app.map_request(with_peer).map_response(move |response| match &tracked {
-                Some(activity) => activity.track(response),
-                None => response,
+            let service = tower::service_fn(move |request: axum::http::Request<Incoming>| {
+                let stream = tracked.as_ref().map(|activity| activity.begin());
+                let routed = app.clone().oneshot(with_peer(request));
+                async move {
+                    let response = routed.await?;
+                    Ok::<_, std::convert::Infallible>(match stream {
+                        Some(stream) => stream.hold_until_sent(response),
+                        None => response,
+                    })
+                }
             });
             let connection = builder.serve_connection(TokioIo::new(revealed), TowerToHyperService::new(service));
             tokio::pin!(connection);

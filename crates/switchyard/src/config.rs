@@ -132,6 +132,11 @@ pub struct RawTasks {
     /// How long a replica's claim on a running task lasts without renewal:
     /// a task whose replica died is failed this long after. Default `"15s"`.
     pub lease: Option<String>,
+    /// How long one round of a task's call may run (input waits excluded).
+    /// Default `server.call_timeout`.
+    pub deadline: Option<String>,
+    /// Tasks one caller may have running or waiting for input, per replica. Default 16.
+    pub max_per_caller: Option<usize>,
 }
 
 /// `[auth]`
@@ -513,6 +518,8 @@ impl TryFrom<RawConfig> for Config {
             ttl: duration("tasks.ttl", raw.tasks.ttl, task_defaults.ttl),
             poll_interval: duration("tasks.poll_interval", raw.tasks.poll_interval, task_defaults.poll_interval),
             lease: duration("tasks.lease", raw.tasks.lease, task_defaults.lease),
+            deadline: raw.tasks.deadline.clone().map(|text| duration("tasks.deadline", Some(text), call_timeout)),
+            max_per_caller: raw.tasks.max_per_caller.unwrap_or(task_defaults.max_per_caller),
         };
         let telemetry_defaults = switchyard_telemetry::Config::default();
         let telemetry = switchyard_telemetry::Config {
@@ -668,9 +675,14 @@ impl TryFrom<RawConfig> for Config {
             cluster: raw.redis_cluster.unwrap_or(false),
             keys: state_keys.iter().map(|key| switchyard_bus::BusKey::derived(&key.id, &key.secret)).collect(),
         });
-        if tasks.ttl.is_zero() || tasks.lease < Duration::from_millis(300) || tasks.poll_interval.is_zero() {
+        if tasks.ttl.is_zero()
+            || tasks.lease < Duration::from_millis(300)
+            || tasks.poll_interval.is_zero()
+            || tasks.max_per_caller == 0
+            || tasks.deadline.is_some_and(|d| d.is_zero())
+        {
             return Err(Invalid(vec![
-                "tasks.ttl and tasks.poll_interval must be more than 0, tasks.lease at least 300ms".into(),
+                "tasks.ttl, tasks.poll_interval, tasks.deadline and tasks.max_per_caller must be more than 0, tasks.lease at least 300ms".into(),
             ]));
         }
         Ok(Config {

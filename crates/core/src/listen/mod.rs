@@ -94,9 +94,6 @@ fn notification_of(event: &Event) -> Option<(&'static str, Value)> {
     }
 }
 
-/// Whether a subscription to `subscribed` covers an update of `updated`: the
-/// same URI, or one below it. The hub does not call it: its index looks up
-/// exactly the subscriptions this accepts (`registry::covering_prefixes`).
 /// One open listen stream. Dropping it (the client went away) unregisters it.
 pub struct ListenStream {
     hub: Arc<HubInner>,
@@ -156,6 +153,9 @@ impl Drop for ListenStream {
     }
 }
 
+/// Whether a subscription to `subscribed` covers an update of `updated`: the
+/// same URI, or one below it. The hub does not call it: its index looks up
+/// exactly the subscriptions this accepts (`registry::covering_prefixes`).
 #[cfg(test)]
 fn covers(subscribed: &str, updated: &str) -> bool {
     updated == subscribed
@@ -524,7 +524,7 @@ mod tests {
         assert_eq!(hub.open(json!(5), Filter::default(), &carol).err(), Some(Refusal::Process(3)));
         // A closed stream gives its place back, to its caller and to the process.
         drop(first);
-        assert_eq!(hub.inner.lock().held_by("alice"), 1);
+        assert_eq!(hub.inner.lock().held_by("p:alice"), 1);
         let _fourth = hub.open(json!(6), Filter::default(), &carol).unwrap();
         assert_eq!(hub.open_streams(), 3);
     }

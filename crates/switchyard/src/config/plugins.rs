@@ -35,8 +35,13 @@ pub struct RawUpstream {
 pub struct RawWasm {
     /// Most WASM instances running at once. Default 64.
     pub max_instances: Option<u32>,
-    /// The cap on any module's memory, MiB. Default 256.
+    /// The cap on any module's memory, MiB. Default 256, or with
+    /// `memory_budget_mib`, the budget shared by `max_instances`.
     pub max_memory_mib: Option<usize>,
+    /// The memory all WASM instances together may take, MiB (the chart
+    /// derives it from the pod's memory limit). `max_instances` times
+    /// `max_memory_mib` must fit in it. Default none.
+    pub memory_budget_mib: Option<usize>,
     /// Preallocate instance slots for fast instantiation. Default true.
     pub pooling: Option<bool>,
     /// Host directories a spec may grant read-only (and their
@@ -60,12 +65,32 @@ fn absolute_dirs(list: Option<StringList>, key: &str, problems: &mut Vec<String>
     dirs
 }
 
+/// The cap on one module's memory, MiB: as configured, else the default, or
+/// with a budget, the budget's share per instance. Every instance at its cap
+/// must fit the budget (a plugin asking for more is refused at registration,
+/// by the cap), so a pod's WASM load cannot outgrow the memory it was given.
+fn memory_cap(wasm: &RawWasm, max_instances: u32, default_mib: usize, problems: &mut Vec<String>) -> usize {
+    let Some(budget) = wasm.memory_budget_mib else {
+        return wasm.max_memory_mib.unwrap_or(default_mib);
+    };
+    let instances = usize::try_from(max_instances.max(1)).unwrap_or(usize::MAX);
+    let cap = wasm.max_memory_mib.unwrap_or_else(|| (budget / instances).min(default_mib));
+    if cap == 0 || cap.saturating_mul(instances) > budget {
+        problems.push(format!(
+            "wasm: max_instances ({instances}) times max_memory_mib ({cap}) must fit in wasm.memory_budget_mib ({budget}); lower one of them, or raise the budget"
+        ));
+    }
+    cap
+}
+
 /// The WASM runtime's settings and the plugin grants.
 pub(super) fn plugin_config(wasm: RawWasm, upstream: RawUpstream, problems: &mut Vec<String>) -> (WasmConfig, Grants) {
     let defaults = WasmConfig::default();
+    let max_instances = wasm.max_instances.unwrap_or(defaults.max_instances);
+    let max_memory_mib = memory_cap(&wasm, max_instances, defaults.max_memory_bytes >> 20, problems);
     let runtime = WasmConfig {
-        max_instances: wasm.max_instances.unwrap_or(defaults.max_instances),
-        max_memory_bytes: wasm.max_memory_mib.map_or(defaults.max_memory_bytes, |m| m.saturating_mul(1 << 20)),
+        max_instances,
+        max_memory_bytes: max_memory_mib.saturating_mul(1 << 20),
         pooling: wasm.pooling.unwrap_or(defaults.pooling),
     };
     if runtime.max_instances == 0 || runtime.max_memory_bytes == 0 {
@@ -145,5 +170,19 @@ mod tests {
             let problems = load(&[(key, value)]).unwrap_err();
             assert!(problems.iter().any(|p| p.contains(says)), "{key}={value}: {problems:?}");
         }
+    }
+
+    #[test]
+    fn a_memory_budget_bounds_every_instance_at_its_cap() {
+        let budgeted =
+            |pairs: &[(&str, &str)]| load(pairs).map(|c| (c.wasm.max_instances, c.wasm.max_memory_bytes >> 20));
+        assert_eq!(budgeted(&[]).unwrap(), (64, 256), "no budget: the defaults");
+        let budget = ("SWITCHYARD_WASM__MEMORY_BUDGET_MIB", "512");
+        assert_eq!(budgeted(&[budget]).unwrap(), (64, 8), "the budget shared by the default instances");
+        assert_eq!(budgeted(&[budget, ("SWITCHYARD_WASM__MAX_INSTANCES", "16")]).unwrap(), (16, 32));
+        let over = budgeted(&[budget, ("SWITCHYARD_WASM__MAX_MEMORY_MIB", "64")]).unwrap_err();
+        assert!(over.iter().any(|p| p.contains("must fit in wasm.memory_budget_mib (512)")), "{over:?}");
+        let tiny = budgeted(&[("SWITCHYARD_WASM__MEMORY_BUDGET_MIB", "10")]).unwrap_err();
+        assert!(tiny.iter().any(|p| p.contains("memory_budget_mib")), "{tiny:?}");
     }
 }

@@ -108,6 +108,25 @@ async fn a_wasm_spec_cannot_preopen_host_directories_it_was_not_granted() {
     assert_eq!(status, 201, "a granted directory is accepted: {body}");
 }
 
+/// Under a WASM memory budget, every instance at its cap fits: a plugin
+/// asking for more memory than the budget's share is refused at
+/// registration, naming the field; one within it is accepted.
+#[tokio::test]
+async fn a_wasm_plugin_cannot_ask_for_more_memory_than_the_budget_allows() {
+    let app =
+        App::start(&[("SWITCHYARD_WASM__MEMORY_BUDGET_MIB", "64"), ("SWITCHYARD_WASM__MAX_INSTANCES", "4")]).await;
+    let admin = Admin::of(&app);
+    let digest = admin.upload(guest_module("units")).await;
+    let register = |namespace: &str, mib: u64| {
+        let spec = json!({"artifact": digest, "limits": {"memory_mib": mib}});
+        admin.post("/plugins", json!({"namespace": namespace, "kind": "wasm", "spec": spec}))
+    };
+    let (status, body) = register("greedy", 32).await;
+    assert_eq!((status, field(&body)), (422, "spec.limits.memory_mib"), "{body}");
+    let (status, body) = register("units", 16).await;
+    assert_eq!(status, 201, "{body}");
+}
+
 /// With a non-loopback `bind` (the image binds 0.0.0.0), a loopback peer is
 /// what a service-mesh sidecar makes of every outside request: it gets no
 /// admin rights unless the operator says so.

@@ -196,3 +196,42 @@ async fn expired_tasks_are_unknown() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(call(&client, "tasks/get", json!({ "taskId": id })).await.error_code(), Some(-32602));
 }
+
+/// One caller cannot hold a replica's tasks: beyond `tasks.max_per_caller`
+/// running or input-waiting tasks a new one is refused (429, `-32029`) and
+/// nothing is stored; a task that ends gives its place back. A round of a
+/// task's call runs at most `tasks.deadline` (by default the call timeout),
+/// then the task ends with a tool error saying so.
+#[tokio::test]
+async fn tasks_are_bounded_per_caller_and_by_a_deadline() {
+    let app = App::start(&[
+        ("SWITCHYARD_FIXTURE", "conformance"),
+        ("SWITCHYARD_TASKS__MAX_PER_CALLER", "2"),
+        ("SWITCHYARD_TASKS__DEADLINE", "1s"),
+    ])
+    .await;
+    let client = app.client();
+    let slow = |seconds: f64| json!({ "name": "slow_compute", "arguments": { "seconds": seconds } });
+    let first = call(&client, "tools/call", slow(0.5)).await;
+    let second = call(&client, "tools/call", slow(3.0)).await;
+    for created in [&first, &second] {
+        assert_eq!(created.result()["resultType"], "task", "{:?}", created.messages);
+    }
+    let refused = call(&client, "tools/call", slow(0.5)).await;
+    assert_eq!((refused.status, refused.error_code()), (429, Some(-32029)), "{:?}", refused.messages);
+    let echo = call(&client, "tools/call", json!({ "name": "echo", "arguments": { "text": "hi" } })).await;
+    assert_eq!(echo.status, 200, "other calls go on");
+
+    let first_id = first.result()["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(until_ended(&client, &first_id).await["status"], "completed");
+    let third = call(&client, "tools/call", slow(0.1)).await;
+    assert_eq!(third.result()["resultType"], "task", "an ended task gave its place back: {:?}", third.messages);
+
+    let second_id = second.result()["taskId"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    let ended = until_ended(&client, &second_id).await;
+    assert!(started.elapsed() < Duration::from_millis(2500), "the 3 s call was not stopped at its 1 s deadline");
+    assert_eq!((ended["status"].as_str(), ended["result"]["isError"].as_bool()), (Some("completed"), Some(true)));
+    let text = ended["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("timed out after 1 s"), "{ended}");
+}
