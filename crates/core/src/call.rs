@@ -184,11 +184,7 @@ impl Call<'_> {
 
     pub(crate) async fn read_resource(&self) -> Result<Value, Error> {
         let uri = self.string_param("uri")?;
-        let owner = self
-            .snapshot
-            .resource(uri)
-            .or_else(|| self.snapshot.template_for(uri))
-            .ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))?;
+        let owner = self.snapshot.serving(uri).ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))?;
         let gated = self.server.authorize(&self.request.caller, owner)?;
         let result = self.run(&owner.plugin, uri, |plugin, cx| plugin.read_resource(uri, cx)).await?;
         if result.get("resultType").is_some_and(|t| t != "complete") {

@@ -146,6 +146,12 @@ impl Snapshot {
         self.resources.binary_search_by(|r| r.key.as_str().cmp(uri)).ok().map(|i| &self.resources[i])
     }
 
+    /// What serves a read of `uri`: the resource at it, else the first
+    /// template that matches it.
+    pub fn serving(&self, uri: &str) -> Option<&ResourceEntry> {
+        self.resource(uri).or_else(|| self.template_for(uri))
+    }
+
     /// The first template (in sorted order) that matches `uri`.
     pub fn template_for(&self, uri: &str) -> Option<&ResourceEntry> {
         self.templates.iter().find(|t| crate::uri_template::match_uri(&t.key, uri).is_some())

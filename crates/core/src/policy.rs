@@ -67,6 +67,11 @@ impl Policy {
         all.into_iter().cloned().collect()
     }
 
+    /// The scopes `item` needs; see [`Policy::needed`].
+    pub fn needed_by(&self, item: &impl crate::catalog::Item) -> Vec<String> {
+        self.needed(item.kind(), item.key(), item.plugin().required_scopes())
+    }
+
     /// Every scope the configuration names, for `scopes_supported`.
     pub fn configured_scopes(&self) -> BTreeSet<String> {
         [&self.tools, &self.prompts, &self.resources].into_iter().flat_map(|m| m.values().flatten().cloned()).collect()

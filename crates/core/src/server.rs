@@ -681,7 +681,7 @@ impl Server {
 
     /// The scopes an item needs; see [`crate::policy`].
     pub(crate) fn needed_scopes(&self, item: &impl Item) -> Vec<String> {
-        self.config.policy.needed(item.kind(), item.key(), item.plugin().required_scopes())
+        self.config.policy.needed_by(item)
     }
 
     /// Refuses a caller that may not use an item. `Ok(true)` when the item is
@@ -803,9 +803,7 @@ struct CatalogReads {
 
 impl ReadScopes for CatalogReads {
     fn needed(&self, uri: &str) -> Option<Vec<String>> {
-        let snapshot = self.catalog.snapshot();
-        let owner = snapshot.resource(uri).or_else(|| snapshot.template_for(uri))?;
-        Some(self.policy.needed(owner.kind(), owner.key(), owner.plugin().required_scopes()))
+        Some(self.policy.needed_by(self.catalog.snapshot().serving(uri)?))
     }
 }
 
