@@ -37,6 +37,11 @@ pub struct Config {
     /// How long a token the introspection endpoint refused (inactive, another
     /// audience, expired) is remembered as refused. Default 10 s.
     pub introspection_negative_ttl: Duration,
+    /// Introspection calls in flight at once. Beyond it a token waits its
+    /// turn up to `http_timeout`, then gets 503: a flood of made-up opaque
+    /// tokens costs the authorization server this many calls at a time, not
+    /// one per request. Default 16.
+    pub introspection_max_concurrent: usize,
     /// A human-readable name for the metadata's `resource_name`.
     pub resource_name: Option<String>,
     /// Timeout of every request to an authorization server. Default 5 s.
@@ -58,6 +63,7 @@ impl Config {
             jwks_min_refetch: Duration::from_secs(30),
             introspection_max_age: Duration::from_secs(60),
             introspection_negative_ttl: Duration::from_secs(10),
+            introspection_max_concurrent: 16,
             resource_name: None,
             http_timeout: Duration::from_secs(5),
         }
@@ -75,6 +81,9 @@ impl Config {
         }
         if self.issuers.is_empty() && self.introspection.is_none() {
             return Err(ConfigError::NoVerifier);
+        }
+        if self.introspection.is_some() && self.introspection_max_concurrent == 0 {
+            return Err(ConfigError::IntrospectionConcurrency);
         }
         for issuer in &self.issuers {
             if issuer.algorithms.is_empty() {
@@ -151,6 +160,9 @@ pub enum ConfigError {
     /// Neither issuers nor introspection.
     #[error("auth needs at least one issuer or an introspection endpoint")]
     NoVerifier,
+    /// Introspection that could never run.
+    #[error("auth.introspection.max_concurrent must be at least 1")]
+    IntrospectionConcurrency,
     /// An algorithm that must not be used.
     #[error("issuer {issuer}: algorithm {algorithm} is not allowed (asymmetric algorithms only)")]
     Algorithm {

@@ -27,6 +27,8 @@ pub struct Verifier {
     cache: moka::sync::Cache<[u8; 32], Verdict>,
     /// The audiences an introspected token may name.
     introspection_audiences: Vec<String>,
+    /// Places for introspection calls in flight (`introspection_max_concurrent`).
+    introspection_slots: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for Verifier {
@@ -72,7 +74,8 @@ impl Verifier {
             .as_ref()
             .map(|i| config.audiences(&crate::IssuerConfig::new(&i.issuer)))
             .unwrap_or_default();
-        Ok(Self { config, issuers, http, cache, introspection_audiences })
+        let introspection_slots = tokio::sync::Semaphore::new(config.introspection_max_concurrent);
+        Ok(Self { config, issuers, http, cache, introspection_audiences, introspection_slots })
     }
 
     /// The configuration.
@@ -116,6 +119,15 @@ impl Verifier {
             Arc::new(self.verify_jwt(token).await?)
         } else if let Some(introspection) = &self.config.introspection {
             let max_age = self.config.introspection_max_age;
+            // Made-up opaque tokens are new every time, so the cache cannot
+            // absorb them: the calls they cost are capped instead. The queue
+            // is first come, first served, and waits no longer than a call.
+            let Ok(Ok(_slot)) =
+                tokio::time::timeout(self.config.http_timeout, self.introspection_slots.acquire()).await
+            else {
+                tracing::warn!("introspection calls at their cap; refusing a token for now");
+                return Err(Rejection::Unavailable);
+            };
             match introspect(&self.http, introspection, &self.introspection_audiences, max_age, token).await {
                 Ok(principal) => {
                     // Asked again after `max_age`, however late `exp` is.

@@ -91,14 +91,15 @@ impl RedisMarks {
     pub async fn connect(config: &RedisConfig) -> redis::RedisResult<Self> {
         let (connect_timeout, response_timeout) = (Duration::from_secs(1), Duration::from_millis(500));
         let link = if config.cluster {
-            let client = redis::cluster::ClusterClientBuilder::new(config.seed_nodes()?)
+            let client = config
+                .cluster_builder()?
                 .connection_timeout(connect_timeout)
                 .response_timeout(response_timeout)
                 .retries(1)
                 .build()?;
             Link::Cluster(client.get_async_connection().await?)
         } else {
-            let client = redis::Client::open(config.url.as_str())?;
+            let client = config.client(false)?;
             let manager_config = redis::aio::ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(connect_timeout))
                 .set_response_timeout(Some(response_timeout))
@@ -144,6 +145,7 @@ mod tests {
     async fn redis_marks_are_shared_by_replicas() {
         let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
         let config = RedisConfig {
+            tls_ca_pem: None,
             url,
             prefix: format!("switchyard-marks-{:x}:", rand::random::<u64>()),
             cluster: false,

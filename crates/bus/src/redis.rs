@@ -35,10 +35,12 @@ const CAPACITY: usize = 1024;
 /// How to reach Redis.
 #[derive(Clone)]
 pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]`. RESP3 is always used. (TLS,
-    /// `rediss://`, is not built in.)
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS.
     /// In cluster mode, seed nodes separated by commas.
     pub url: String,
+    /// With `rediss://`: the CA certificates (PEM) that sign Redis's
+    /// certificate, instead of the system's roots.
+    pub tls_ca_pem: Option<Vec<u8>>,
     /// Prefix of the channel name, so several deployments can share a Redis. Default `switchyard:`.
     pub prefix: String,
     /// A Redis Cluster: `url` lists seed nodes; the cluster client follows
@@ -57,6 +59,40 @@ impl RedisConfig {
     pub fn seed_nodes(&self) -> redis::RedisResult<Vec<redis::ConnectionInfo>> {
         self.url.split(',').map(|node| redis::IntoConnectionInfo::into_connection_info(node.trim())).collect()
     }
+
+    fn certificates(&self) -> Option<redis::TlsCertificates> {
+        self.tls_ca_pem.clone().map(|root| redis::TlsCertificates { client_tls: None, root_cert: Some(root) })
+    }
+
+    /// A client of the one server `url` names (RESP3 when `resp3`), over
+    /// TLS for `rediss://`, trusting `tls_ca_pem` when given. The bus, the
+    /// limiter and the marks all connect through it.
+    ///
+    /// # Errors
+    /// When the URL or the certificates are invalid.
+    pub fn client(&self, resp3: bool) -> redis::RedisResult<redis::Client> {
+        let mut info = redis::IntoConnectionInfo::into_connection_info(self.url.as_str())?;
+        if resp3 {
+            let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
+            info = info.set_redis_settings(settings);
+        }
+        match self.certificates() {
+            Some(certificates) => redis::Client::build_with_tls(info, certificates),
+            None => redis::Client::open(info),
+        }
+    }
+
+    /// A Redis Cluster client's builder over the seed nodes, with the same TLS.
+    ///
+    /// # Errors
+    /// When a node's URL is invalid.
+    pub fn cluster_builder(&self) -> redis::RedisResult<redis::cluster::ClusterClientBuilder> {
+        let builder = redis::cluster::ClusterClientBuilder::new(self.seed_nodes()?);
+        Ok(match self.certificates() {
+            Some(certificates) => builder.certs(certificates),
+            None => builder,
+        })
+    }
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -72,6 +108,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("url", &url)
             .field("prefix", &self.prefix)
             .field("cluster", &self.cluster)
+            .field("tls_ca_pem", &self.tls_ca_pem.as_ref().map(|_| "(set)"))
             .field("keys", &self.keys)
             .finish()
     }
@@ -107,7 +144,8 @@ impl Link {
         pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
     ) -> redis::RedisResult<Self> {
         if config.cluster {
-            let client = redis::cluster::ClusterClientBuilder::new(config.seed_nodes()?)
+            let client = config
+                .cluster_builder()?
                 .use_protocol(ProtocolVersion::RESP3)
                 .push_sender(pushes)
                 .connection_timeout(Duration::from_secs(2))
@@ -118,9 +156,7 @@ impl Link {
             cluster.subscribe(channel).await?;
             return Ok(Self::Cluster(cluster));
         }
-        let info = redis::IntoConnectionInfo::into_connection_info(config.url.as_str())?;
-        let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
-        let client = redis::Client::open(info.set_redis_settings(settings))?;
+        let client = config.client(true)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_push_sender(pushes)
             .set_automatic_resubscription()
@@ -289,6 +325,7 @@ mod tests {
     #[test]
     fn debug_hides_the_password() {
         let config = RedisConfig {
+            tls_ca_pem: None,
             url: "redis://:hunter2@cache:6379/0".into(),
             prefix: "s:".into(),
             cluster: false,

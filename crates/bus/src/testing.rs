@@ -31,9 +31,11 @@ async fn wait_for_port(port: u16) -> bool {
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
-    /// Extra arguments (cluster mode) and the directory they write to.
+    /// Extra arguments (cluster mode, TLS) and the directory they write to.
     extra: Vec<String>,
     dir: Option<PathBuf>,
+    /// For a TLS server: the CA that signed its certificate.
+    ca_file: Option<PathBuf>,
 }
 
 impl RedisServer {
@@ -42,14 +44,66 @@ impl RedisServer {
     /// # Panics
     /// When `redis-server` cannot run or does not come up within 5 s.
     pub async fn start() -> Self {
-        let mut server = Self { child: None, port: free_port(), extra: Vec::new(), dir: None };
+        let mut server = Self { child: None, port: free_port(), extra: Vec::new(), dir: None, ca_file: None };
         server.restart().await;
         server
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// Starts one that speaks only TLS, with a certificate for 127.0.0.1
+    /// signed by a CA made for it ([`RedisServer::ca_file`]); clients need
+    /// no certificate of their own.
+    ///
+    /// # Panics
+    /// When `openssl` cannot make the certificates, or the server does not start.
+    pub async fn start_tls() -> Self {
+        let dir = std::env::temp_dir().join(format!("switchyard-redis-tls-{:x}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").expect("write san.ext");
+        for step in [
+            "req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=switchyard-test-ca -keyout ca.key -out ca.pem",
+            "req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout redis.key -out redis.csr",
+            "x509 -req -days 2 -in redis.csr -CA ca.pem -CAkey ca.key -CAcreateserial -extfile san.ext -out redis.pem",
+        ] {
+            let status = Command::new("openssl")
+                .args(step.split(' '))
+                .current_dir(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("openssl");
+            assert!(status.success(), "openssl {step}");
+        }
+        let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
+        let port = free_port();
+        let extra = vec![
+            "--port".into(),
+            "0".into(),
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            file("redis.pem"),
+            "--tls-key-file".into(),
+            file("redis.key"),
+            "--tls-ca-cert-file".into(),
+            file("ca.pem"),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ];
+        let ca_file = Some(dir.join("ca.pem"));
+        let mut server = Self { child: None, port, extra, dir: Some(dir), ca_file };
+        server.restart().await;
+        server
+    }
+
+    /// `redis://127.0.0.1:PORT`, or `rediss://…` for a TLS server.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.ca_file.is_some() { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The CA certificate (PEM) of a TLS server.
+    pub fn ca_file(&self) -> Option<&std::path::Path> {
+        self.ca_file.as_deref()
     }
 
     /// Its port.
@@ -73,6 +127,7 @@ impl RedisServer {
     pub async fn restart(&mut self) {
         self.kill();
         let mut command = Command::new("redis-server");
+        // A TLS server's `--port 0` in `extra` comes later and wins.
         command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(&self.extra)
@@ -88,6 +143,10 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        // A TLS server's directory (its certificates) is its own; a cluster node's is the cluster's.
+        if let (Some(_), Some(dir)) = (&self.ca_file, &self.dir) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -111,8 +170,13 @@ impl RedisCluster {
         for _ in 0..3 {
             let port = free_port();
             let extra = ["--cluster-enabled", "yes", "--cluster-config-file", &format!("nodes-{port}.conf")];
-            let mut node =
-                RedisServer { child: None, port, extra: extra.map(String::from).to_vec(), dir: Some(dir.clone()) };
+            let mut node = RedisServer {
+                child: None,
+                port,
+                extra: extra.map(String::from).to_vec(),
+                dir: Some(dir.clone()),
+                ca_file: None,
+            };
             node.restart().await;
             nodes.push(node);
         }

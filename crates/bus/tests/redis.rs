@@ -11,6 +11,7 @@ use switchyard_bus::{Delivery, Event, NotificationBus, RedisBus, RedisConfig};
 
 fn config() -> RedisConfig {
     RedisConfig {
+        tls_ca_pem: None,
         url: std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
         prefix: format!("switchyard-test-{:x}:", rand::random::<u64>()),
         cluster: false,
@@ -65,7 +66,8 @@ async fn another_deployment_on_the_same_redis_hears_nothing() {
 #[tokio::test]
 async fn an_outage_pauses_only_the_cross_replica_part_and_ends_with_a_resync() {
     let mut redis = RedisServer::start().await;
-    let config = RedisConfig { url: redis.url(), prefix: "outage:".into(), cluster: false, keys: keys() };
+    let config =
+        RedisConfig { tls_ca_pem: None, url: redis.url(), prefix: "outage:".into(), cluster: false, keys: keys() };
     let (one, two) = (RedisBus::connect(&config).await.unwrap(), RedisBus::connect(&config).await.unwrap());
     let (mut at_one, mut at_two) = (one.subscribe(), two.subscribe());
 
@@ -91,6 +93,7 @@ async fn an_outage_pauses_only_the_cross_replica_part_and_ends_with_a_resync() {
 async fn events_cross_replicas_through_a_redis_cluster() {
     let cluster = RedisCluster::start().await;
     let config = |seeds: &[usize]| RedisConfig {
+        tls_ca_pem: None,
         url: cluster.url(seeds),
         prefix: "clustered:".into(),
         cluster: true,

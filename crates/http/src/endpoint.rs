@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::limit::{Decision, Key};
 use crate::router::AppState;
-use crate::{guard, mirror, reply};
+use crate::{forwarded, guard, mirror, reply};
 
 /// How many notifications a running request may queue before it waits for
 /// the client to read them.
@@ -31,7 +31,10 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     // The caller, as an auth layer in front established it; without one, the
     // anonymous caller, which `core` refuses when authorization is on.
     let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_else(Caller::anonymous);
-    caller.peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|peer| peer.0.ip());
+    caller.peer = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|peer| forwarded::client_address(peer.0.ip(), &headers, &state.config.trusted_proxies));
     // Step 3 (ours): the rate limit, from headers and the connection only, so
     // a refused request costs no body read or parse. That needs `Mcp-Method`;
     // a request without it (a legacy client) is limited once its body is

@@ -22,6 +22,7 @@
 
 mod connection;
 mod endpoint;
+mod forwarded;
 pub mod guard;
 pub mod limit;
 mod mirror;

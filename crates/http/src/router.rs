@@ -58,6 +58,10 @@ pub struct Config {
     /// How long an HTTP/2 peer may take to answer a ping before its
     /// connection (and every stream on it) is closed. Default 20 s.
     pub h2_keep_alive_timeout: Duration,
+    /// Proxies (load balancers, ingress controllers) whose `X-Forwarded-For`
+    /// is believed, so anonymous callers behind them are counted by their
+    /// own address, not the proxy's. Default none: the header is ignored.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Default for Config {
@@ -76,6 +80,7 @@ impl Default for Config {
             body_read_timeout: Duration::from_secs(30),
             h2_keep_alive_interval: Duration::from_secs(30),
             h2_keep_alive_timeout: Duration::from_secs(20),
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -141,14 +141,15 @@ impl RedisLimiter {
     pub async fn connect(redis_config: &RedisConfig, limits: Limits, on_error: OnError) -> redis::RedisResult<Self> {
         let (connect_timeout, response_timeout) = (Duration::from_secs(1), Duration::from_millis(500));
         let link = if redis_config.cluster {
-            let client = redis::cluster::ClusterClientBuilder::new(redis_config.seed_nodes()?)
+            let client = redis_config
+                .cluster_builder()?
                 .connection_timeout(connect_timeout)
                 .response_timeout(response_timeout)
                 .retries(1)
                 .build()?;
             Link::Cluster(client.get_async_connection().await?)
         } else {
-            let client = redis::Client::open(redis_config.url.as_str())?;
+            let client = redis_config.client(false)?;
             let config = redis::aio::ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(connect_timeout))
                 .set_response_timeout(Some(response_timeout))

@@ -16,7 +16,7 @@ async fn replicas_share_one_budget() {
     let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("switchyard-test-{:x}:", rand::random::<u64>());
     let limits = Limits { default: Some(Rate { per_second: 2.0, burst: 2 }), ..Limits::default() };
-    let redis = RedisConfig { url, prefix, cluster: false, keys: Vec::new() };
+    let redis = RedisConfig { tls_ca_pem: None, url, prefix, cluster: false, keys: Vec::new() };
     let one = RedisLimiter::connect(&redis, limits.clone(), OnError::Deny).await.unwrap();
     let two = RedisLimiter::connect(&redis, limits, OnError::Deny).await.unwrap();
     let key = Key { principal: "10.1.1.1", target: "echo" };
@@ -35,8 +35,13 @@ async fn replicas_share_one_budget() {
 async fn replicas_share_one_budget_on_a_redis_cluster() {
     let cluster = RedisCluster::start().await;
     let limits = Limits { default: Some(Rate { per_second: 1.0, burst: 2 }), ..Limits::default() };
-    let seeded =
-        |seeds: &[usize]| RedisConfig { url: cluster.url(seeds), prefix: "c:".into(), cluster: true, keys: Vec::new() };
+    let seeded = |seeds: &[usize]| RedisConfig {
+        tls_ca_pem: None,
+        url: cluster.url(seeds),
+        prefix: "c:".into(),
+        cluster: true,
+        keys: Vec::new(),
+    };
     let one = RedisLimiter::connect(&seeded(&[0]), limits.clone(), OnError::Deny).await.unwrap();
     let two = RedisLimiter::connect(&seeded(&[2, 1]), limits, OnError::Deny).await.unwrap();
     // Twenty callers: their keys land on all three nodes' slots.
@@ -60,7 +65,8 @@ async fn an_unreachable_redis_follows_the_configured_policy() {
     let mut limiters = Vec::new();
     for on_error in [OnError::Allow, OnError::Deny] {
         let limits = Limits { default: Some(Rate { per_second: 100.0, burst: 100 }), ..Limits::default() };
-        let redis = RedisConfig { url: server.url(), prefix: "x:".into(), cluster: false, keys: Vec::new() };
+        let redis =
+            RedisConfig { tls_ca_pem: None, url: server.url(), prefix: "x:".into(), cluster: false, keys: Vec::new() };
         limiters.push(RedisLimiter::connect(&redis, limits, on_error).await.unwrap());
     }
     server.kill();

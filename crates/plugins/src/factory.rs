@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_core::Plugin;
 use switchyard_core::catalog::ListChanges;
-use switchyard_upstream::{McpClient, OutboundPolicy, SecretPolicy, UpstreamPlugin, UpstreamSpec};
+use switchyard_upstream::{McpClient, OutboundPolicy, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec};
 use switchyard_wasm::{HostDirs, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
 use crate::builtin;
@@ -83,6 +83,7 @@ pub struct Grants {
 pub struct Factory {
     wasm_config: RuntimeConfig,
     wasm: OnceLock<Arc<Runtime>>,
+    upstream_limits: UpstreamLimits,
     grants: Grants,
     changes: ListChanges,
 }
@@ -94,11 +95,17 @@ impl std::fmt::Debug for Factory {
 }
 
 impl Factory {
-    /// A factory whose WASM plugins run with `wasm_config`, whose specs may
-    /// reach only what `grants` allows, and whose plugins report list changes
-    /// outside calls to `changes`.
-    pub fn new(wasm_config: RuntimeConfig, grants: Grants, changes: ListChanges) -> Self {
-        Self { wasm_config, wasm: OnceLock::new(), grants, changes }
+    /// A factory whose WASM plugins run with `wasm_config`, whose upstream
+    /// plugins read under `upstream_limits`, whose specs may reach only what
+    /// `grants` allows, and whose plugins report list changes outside calls
+    /// to `changes`.
+    pub fn new(
+        wasm_config: RuntimeConfig,
+        upstream_limits: UpstreamLimits,
+        grants: Grants,
+        changes: ListChanges,
+    ) -> Self {
+        Self { wasm_config, wasm: OnceLock::new(), upstream_limits, grants, changes }
     }
 
     fn wasm_runtime(&self) -> Result<&Arc<Runtime>, BuildError> {
@@ -166,7 +173,7 @@ impl Factory {
                 // client reads any of them or connects anywhere.
                 let spec = UpstreamSpec::parse(plugin.spec, &self.grants.secrets)
                     .map_err(|e| BuildError::new(format!("spec.{}", e.field), e.reason))?;
-                let client = McpClient::new(spec, self.grants.outbound.clone())
+                let client = McpClient::new(spec, self.grants.outbound.clone(), self.upstream_limits)
                     .map_err(|(field, reason)| BuildError::new(field, reason))?;
                 let changes = (purpose == Purpose::Serve).then(|| self.changes.clone());
                 Arc::new(

@@ -16,6 +16,6 @@ mod namespaced;
 
 pub use factory::{Artifacts, BuildError, Factory, Grants, Purpose, Registration};
 pub use namespaced::Namespaced;
-pub use switchyard_upstream::{OutboundPolicy, SecretPolicy};
+pub use switchyard_upstream::{OutboundPolicy, SecretPolicy, UpstreamLimits};
 pub use switchyard_wasm::HostDirs;
 pub use switchyard_wasm::RuntimeConfig as WasmConfig;

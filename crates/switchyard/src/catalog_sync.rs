@@ -84,25 +84,28 @@ impl CatalogSync {
             return Ok(version);
         }
         let records = self.registry.list().await?;
-        let mut plugins = HashMap::new();
-        for record in records.iter().filter(|r| r.enabled) {
+        // Plugins whose record changed are built together, so one slow to
+        // build (an upstream answering late) does not delay the others.
+        let builds = records.iter().filter(|r| r.enabled).map(|record| {
             let reused =
                 loaded.plugins.get(&record.id).filter(|(v, _)| *v == record.version).map(|(_, p)| Arc::clone(p));
-            let plugin = match reused {
-                Some(plugin) => plugin,
-                None => match self.build(record, Purpose::Serve).await {
-                    Ok(plugin) => plugin,
-                    Err(error) => {
+            async move {
+                match reused {
+                    Some(plugin) => Some(plugin),
+                    None => self
+                        .build(record, Purpose::Serve)
+                        .await
                         // The admin API checks a plugin before storing it, so
                         // this is an environment problem (say, a module this
                         // replica cannot compile); the rest of the catalog stays up.
-                        tracing::error!(plugin = %record.id, namespace = %record.namespace, %error, "registered plugin cannot be loaded; skipping it");
-                        continue;
-                    }
-                },
-            };
-            plugins.insert(record.id.clone(), (record.version, plugin));
-        }
+                        .inspect_err(|error| tracing::error!(plugin = %record.id, namespace = %record.namespace, %error, "registered plugin cannot be loaded; skipping it"))
+                        .ok(),
+                }
+                .map(|plugin| (record.id.clone(), (record.version, plugin)))
+            }
+        });
+        let plugins: HashMap<String, (i64, Arc<dyn Plugin>)> =
+            futures::future::join_all(builds).await.into_iter().flatten().collect();
         let mut serving: Vec<Arc<dyn Plugin>> = self.builtins.clone();
         // Registered plugins in namespace order, after the built-ins, so a
         // name clash always resolves the same way on every replica.

@@ -42,9 +42,12 @@ pub struct RawConfig {
     /// The registry database: `sqlite://PATH` or `postgres://…`. Default
     /// `sqlite://switchyard.db` (created on first run).
     pub database_url: Option<String>,
-    /// Redis for the bus across replicas: `redis://host:6379`. Default none
-    /// (the in-process bus: one replica).
+    /// Redis for the bus across replicas: `redis://host:6379`, or
+    /// `rediss://host:6380` for TLS. Default none (the in-process bus: one replica).
     pub redis_url: Option<String>,
+    /// With `rediss://`: a PEM file of the CA certificates that sign Redis's
+    /// certificate, instead of the system's roots. Default none.
+    pub redis_tls_ca_file: Option<String>,
     /// Prefix of Switchyard's Redis channel names. Default `switchyard:`.
     pub redis_prefix: Option<String>,
     /// `redis_url` is a Redis Cluster: seed nodes separated by commas. Default false.
@@ -210,6 +213,9 @@ pub struct RawIntrospection {
     /// How long a refused token (inactive, not for us, expired) is remembered,
     /// so repeating it costs no call to the authorization server. Default `"10s"`.
     pub negative_ttl: Option<String>,
+    /// Introspection calls in flight at once; beyond it a token waits its
+    /// turn, then gets 503. Default 16.
+    pub max_concurrent: Option<usize>,
 }
 
 /// `[auth.scopes]`: `tools = { calculator_add = ["math"] }` and so on.
@@ -344,6 +350,9 @@ pub struct RawHttp {
     pub h2_keep_alive_interval: Option<String>,
     /// How long an HTTP/2 peer may take to answer a ping. Default `"20s"`.
     pub h2_keep_alive_timeout: Option<String>,
+    /// Proxies whose `X-Forwarded-For` is believed, as CIDR ranges or
+    /// addresses (`10.0.0.0/8`). Default none.
+    pub trusted_proxies: Option<StringList>,
 }
 
 /// `[state]`
@@ -398,6 +407,8 @@ pub struct Config {
     pub registry_sync_interval: Duration,
     /// The WASM runtime.
     pub wasm: switchyard_plugins::WasmConfig,
+    /// What upstream plugins may make a replica read and wait for.
+    pub upstream: switchyard_plugins::UpstreamLimits,
     /// What plugin specs may reach: outbound addresses, secrets, host directories.
     pub grants: switchyard_plugins::Grants,
     /// Rate limits, if any is configured.
@@ -624,6 +635,14 @@ impl TryFrom<RawConfig> for Config {
         if let Some(origins) = raw.http.allowed_origins {
             http.allowed_origins = origins.into_vec();
         }
+        for proxy in raw.http.trusted_proxies.map(StringList::into_vec).unwrap_or_default() {
+            let range = proxy.parse::<ipnet::IpNet>().or_else(|_| proxy.parse::<std::net::IpAddr>().map(Into::into));
+            match range {
+                Ok(range) => http.trusted_proxies.push(range),
+                Err(_) => problems
+                    .push(format!("http.trusted_proxies: {proxy:?} is not an address or a CIDR range like 10.0.0.0/8")),
+            }
+        }
         if let Some(max) = raw.http.max_body_bytes {
             http.max_body_bytes = max;
         }
@@ -655,7 +674,8 @@ impl TryFrom<RawConfig> for Config {
         // verified caller: a route that lost its auth layer fails closed.
         policy.authenticated_only = auth.is_some();
         let admin = admin_config(raw.admin, bind, &mut problems);
-        let (wasm, grants) = plugins::plugin_config(raw.wasm, raw.upstream, &mut problems);
+        let plugins::PluginConfig { wasm, upstream, grants } =
+            plugins::plugin_config(raw.wasm, raw.upstream, &mut problems);
         let listen = listen::listen_limits(raw.listen, &mut problems);
         // Replicas that share Redis share work: a multi-round request, a
         // legacy client's answer and every bus message (its MAC) must open
@@ -666,11 +686,18 @@ impl TryFrom<RawConfig> for Config {
             );
         }
 
+        let tls_ca_pem = raw.redis_tls_ca_file.as_ref().and_then(|path| {
+            if !raw.redis_url.as_deref().is_some_and(|url| url.starts_with("rediss://")) {
+                problems.push("redis_tls_ca_file: only for a rediss:// redis_url".into());
+            }
+            std::fs::read(path).map_err(|e| problems.push(format!("redis_tls_ca_file: {path}: {e}"))).ok()
+        });
         if !problems.is_empty() {
             return Err(Invalid(problems));
         }
         let redis = raw.redis_url.filter(|u| !u.is_empty()).map(|url| switchyard_bus::RedisConfig {
             url,
+            tls_ca_pem,
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
             cluster: raw.redis_cluster.unwrap_or(false),
             keys: state_keys.iter().map(|key| switchyard_bus::BusKey::derived(&key.id, &key.secret)).collect(),
@@ -697,6 +724,7 @@ impl TryFrom<RawConfig> for Config {
             admin,
             registry_sync_interval,
             wasm,
+            upstream,
             bind,
             plugins,
             log: raw.log.unwrap_or_else(|| "info".into()),
@@ -803,6 +831,8 @@ fn auth_config(raw: RawAuth, bind: SocketAddr, endpoint: &str, problems: &mut Ve
     let mut introspection_ages = (None, None);
     if let Some(introspection) = raw.introspection {
         introspection_ages = (introspection.max_age, introspection.negative_ttl);
+        config.introspection_max_concurrent =
+            introspection.max_concurrent.unwrap_or(config.introspection_max_concurrent);
         let secret = match (introspection.client_secret, introspection.client_secret_file) {
             (Some(secret), None) => secret,
             (None, Some(path)) => std::fs::read_to_string(&path).map(|s| s.trim().to_owned()).unwrap_or_else(|e| {

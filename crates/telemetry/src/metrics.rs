@@ -31,6 +31,7 @@ pub struct Metrics {
     auth_failures: Counter<u64>,
     rate_limited: Counter<u64>,
     catalog_version: Gauge<u64>,
+    upstream_refusals: Counter<u64>,
 }
 
 /// How a tool call ended, as `switchyard.tool.calls` counts it.
@@ -138,6 +139,11 @@ impl Metrics {
                 .u64_gauge("switchyard.catalog.version")
                 .with_description("The catalog version this replica serves.")
                 .build(),
+            upstream_refusals: counter(
+                "switchyard.upstream.refusals",
+                "{answer}",
+                "Upstream answers refused for breaking an operator's bound, by bound.",
+            ),
         }
     }
 
@@ -211,6 +217,12 @@ impl Metrics {
     /// A request refused by a rate limit.
     pub fn rate_limited(&self) {
         self.rate_limited.add(1, &[]);
+    }
+
+    /// An upstream answer refused for breaking `bound`, one of the upstream
+    /// crate's fixed bound names.
+    pub fn upstream_refused(&self, bound: &'static str) {
+        self.upstream_refusals.add(1, &[KeyValue::new("bound", bound)]);
     }
 
     /// The catalog version now served.

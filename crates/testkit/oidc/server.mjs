@@ -7,7 +7,10 @@
 // opaque and checked through introspection. Test hooks: the client
 // `mcp-short` gets 2-second tokens, `mcp-future` gets tokens valid from an
 // hour ahead, and `POST /test/rotate` rotates the signing key (the old key
-// stays published; new tokens carry the new `kid`). Logins and consents are
+// stays published; new tokens carry the new `kid`), `POST
+// /test/introspection-delay?ms=N` holds every introspection request N ms
+// before answering it, and `GET /test/introspection-load` tells how many were
+// asked in all and how many were in flight at most. Logins and consents are
 // approved at once for the account `test-user`, so the authorization code
 // flow runs headless.
 import crypto from 'node:crypto';
@@ -116,6 +119,7 @@ async function interact(provider, req, res) {
 
 let keys = [signingKey()];
 let provider = makeProvider(keys);
+const introspection = { delayMs: 0, inFlight: 0, peak: 0, total: 0 };
 
 const server = http.createServer(async (req, res) => {
   try {
@@ -125,6 +129,23 @@ const server = http.createServer(async (req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kid: keys[0].kid }));
       return;
+    }
+    if (req.method === 'POST' && req.url.startsWith('/test/introspection-delay')) {
+      introspection.delayMs = Number(new URL(req.url, issuer).searchParams.get('ms'));
+      res.writeHead(204).end();
+      return;
+    }
+    if (req.method === 'GET' && req.url === '/test/introspection-load') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ total: introspection.total, peak: introspection.peak }));
+      return;
+    }
+    if (req.url === '/token/introspection') {
+      introspection.total += 1;
+      introspection.inFlight += 1;
+      introspection.peak = Math.max(introspection.peak, introspection.inFlight);
+      res.on('close', () => { introspection.inFlight -= 1; });
+      await new Promise((resolve) => setTimeout(resolve, introspection.delayMs));
     }
     if (req.url.startsWith('/interaction/')) {
       await interact(provider, req, res);

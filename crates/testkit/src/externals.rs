@@ -95,7 +95,12 @@ impl ServerProcess {
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
             .envs(crate::with_shared_keys(env))
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            // `TEST_SERVER_STDERR=1` shows the servers' logs, to debug a test.
+            .stderr(if std::env::var_os("TEST_SERVER_STDERR").is_some() {
+                std::process::Stdio::inherit()
+            } else {
+                std::process::Stdio::null()
+            })
             .spawn()
             .expect("start switchyard");
         let process = Self { child, base: format!("http://127.0.0.1:{port}") };
@@ -117,6 +122,30 @@ impl ServerProcess {
     /// The process, to signal, kill or wait for.
     pub fn child(&mut self) -> &mut std::process::Child {
         &mut self.child
+    }
+
+    /// A client for its MCP endpoint (at the default `/mcp`).
+    pub fn client(&self) -> crate::Client {
+        crate::Client::for_url(&format!("{}/mcp", self.base))
+    }
+
+    /// Whether the process still runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().is_ok_and(|status| status.is_none())
+    }
+
+    /// The most resident memory the process has held so far (`VmHWM`), bytes.
+    ///
+    /// # Panics
+    /// When `/proc` cannot tell (not Linux, or the process is gone).
+    pub fn peak_resident_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("/proc/PID/status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc/PID/status");
+        kib * 1024
     }
 }
 
@@ -299,6 +328,33 @@ impl AuthorizationServer {
             .await
             .expect("revocation endpoint reachable");
         assert!(revoked.status().is_success(), "revocation refused: {}", revoked.status());
+    }
+
+    /// Holds every introspection request `delay` before answering it.
+    ///
+    /// # Panics
+    /// When the server does not take the setting.
+    pub async fn delay_introspection(&self, delay: std::time::Duration) {
+        let set = reqwest::Client::new()
+            .post(format!("{}/test/introspection-delay?ms={}", self.issuer(), delay.as_millis()))
+            .send()
+            .await
+            .expect("authorization server reachable");
+        assert!(set.status().is_success());
+    }
+
+    /// `(asked in all, most in flight at once)` of the introspection endpoint.
+    ///
+    /// # Panics
+    /// When the server does not tell.
+    pub async fn introspection_load(&self) -> (u64, u64) {
+        let load: serde_json::Value = reqwest::get(format!("{}/test/introspection-load", self.issuer()))
+            .await
+            .expect("authorization server reachable")
+            .json()
+            .await
+            .expect("a JSON answer");
+        (load["total"].as_u64().expect("total"), load["peak"].as_u64().expect("peak"))
     }
 
     /// Rotates the signing key: later tokens carry a new `kid`. Returns it.

@@ -12,6 +12,7 @@
 //! ```
 
 mod externals;
+mod hostile_upstream;
 mod otlp;
 mod schema;
 
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 pub use externals::{
     AuthorizationServer, LegacyPythonServer, ServerProcess, guest_module, python_client, switchyard_binary,
 };
+pub use hostile_upstream::{Behaviour, HostileUpstream};
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use schema::SpecSchema;
 pub use switchyard_bus::testing::RedisServer;
@@ -209,6 +211,12 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client for the MCP endpoint at `url` (a server the test did not
+    /// start through [`App`], such as a [`ServerProcess`]).
+    pub fn for_url(url: &str) -> Self {
+        Self { http: reqwest::Client::new(), url: url.to_owned(), schema: SpecSchema::load(), token: None }
+    }
+
     /// The same client, sending `Authorization: Bearer {token}` on every request.
     #[must_use]
     pub fn with_token(&self, token: &str) -> Self {

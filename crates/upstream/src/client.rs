@@ -1,5 +1,6 @@
 //! [`McpClient`]: requests to an upstream MCP server, in whichever era it speaks.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -11,12 +12,15 @@ use switchyard_protocol::{headers, meta, version};
 use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
+use crate::limits::{Bound, UpstreamLimits};
 use crate::outbound::OutboundPolicy;
 use crate::spec::{Credentials, UpstreamSpec};
 use crate::sse::SseBuffer;
 
 /// The protocol revision we ask a legacy upstream for.
 const LEGACY_VERSION: &str = "2025-11-25";
+/// Largest token endpoint answer we read: a token and a few fields.
+const MAX_TOKEN_ANSWER_BYTES: usize = 64 * 1024;
 
 /// How an upstream request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -38,6 +42,18 @@ pub enum CallError {
     /// Our credentials could not be obtained, or the upstream refused them.
     #[error("upstream credentials: {0}")]
     Credentials(String),
+    /// The upstream's answer broke one of the operator's bounds (its size,
+    /// its length); it was not read further.
+    #[error("upstream answer refused: {1} ({setting})", setting = .0.setting())]
+    Limit(Bound, String),
+}
+
+impl CallError {
+    /// The upstream broke `bound`, as `detail` says: counted, and an error.
+    pub(crate) fn limit(bound: Bound, detail: impl Into<String>) -> Self {
+        bound.record();
+        Self::Limit(bound, detail.into())
+    }
 }
 
 /// Which revision the upstream speaks, learned on first contact.
@@ -53,6 +69,14 @@ enum Era {
     },
 }
 
+/// One message from the upstream, with the session id it minted (if any)
+/// and the bytes it took on the wire.
+struct Answer {
+    message: Value,
+    session: Option<String>,
+    bytes: usize,
+}
+
 /// An access token from the client-credentials grant, with its expiry.
 struct Token {
     value: String,
@@ -64,6 +88,7 @@ pub struct McpClient {
     http: reqwest::Client,
     spec: UpstreamSpec,
     policy: OutboundPolicy,
+    limits: UpstreamLimits,
     era: Mutex<Era>,
     token: Mutex<Option<Token>>,
     /// The static header, resolved once.
@@ -78,11 +103,16 @@ impl std::fmt::Debug for McpClient {
 }
 
 impl McpClient {
-    /// A client for `spec` under `policy`. Secrets are read now.
+    /// A client for `spec` under `policy`, reading no more than `limits`
+    /// allow. Secrets are read now.
     ///
     /// # Errors
     /// A refused URL or an unreadable secret, as `(field, reason)`.
-    pub fn new(spec: UpstreamSpec, policy: OutboundPolicy) -> Result<Arc<Self>, (String, String)> {
+    pub fn new(
+        spec: UpstreamSpec,
+        policy: OutboundPolicy,
+        limits: UpstreamLimits,
+    ) -> Result<Arc<Self>, (String, String)> {
         policy.check_url(&spec.url).map_err(|e| ("spec.url".to_owned(), e))?;
         let header = match &spec.credentials {
             Credentials::Header { name, value } => {
@@ -118,6 +148,7 @@ impl McpClient {
             http,
             spec,
             policy,
+            limits,
             era: Mutex::new(Era::Unknown),
             token: Mutex::new(None),
             header,
@@ -128,6 +159,11 @@ impl McpClient {
     /// The spec this client was built from.
     pub fn spec(&self) -> &UpstreamSpec {
         &self.spec
+    }
+
+    /// The bounds this client reads under.
+    pub fn limits(&self) -> &UpstreamLimits {
+        &self.limits
     }
 
     /// Whether the upstream speaks the stateless revision (after first contact).
@@ -149,6 +185,21 @@ impl McpClient {
         extra: &[(String, String)],
         deadline: Option<Instant>,
     ) -> Result<Value, CallError> {
+        self.request_sized(method, params, name, extra, deadline).await.map(|(result, _)| result)
+    }
+
+    /// [`McpClient::request`], also returning the bytes the answer took.
+    ///
+    /// # Errors
+    /// See [`CallError`].
+    pub async fn request_sized(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        name: Option<&str>,
+        extra: &[(String, String)],
+        deadline: Option<Instant>,
+    ) -> Result<(Value, usize), CallError> {
         let timeout =
             deadline.map_or(self.spec.timeout, |d| d.saturating_duration_since(Instant::now()).min(self.spec.timeout));
         tokio::time::timeout(timeout, self.request_in_era(method, params, name, extra))
@@ -162,7 +213,7 @@ impl McpClient {
         params: Map<String, Value>,
         name: Option<&str>,
         extra: &[(String, String)],
-    ) -> Result<Value, CallError> {
+    ) -> Result<(Value, usize), CallError> {
         let era = self.era().await?;
         let outcome = self.send(&era, method, params.clone(), name, extra).await;
         match (&era, outcome) {
@@ -200,8 +251,8 @@ impl McpClient {
         });
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "initialize", "params": params});
         let fresh = Era::Session { version: LEGACY_VERSION.into(), session: None };
-        let (response, session) = self.post(&fresh, "initialize", None, &[], &body).await?;
-        let result = Self::result(response)?;
+        let answer = self.post(&fresh, "initialize", None, &[], &body).await?;
+        let (result, session) = (Self::result(answer.message)?, answer.session);
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -230,7 +281,7 @@ impl McpClient {
         mut params: Map<String, Value>,
         name: Option<&str>,
         extra: &[(String, String)],
-    ) -> Result<Value, CallError> {
+    ) -> Result<(Value, usize), CallError> {
         let span = tracing::info_span!(
             "upstream",
             otel.name = %format_args!("{method}{}{}", if name.is_some() { " " } else { "" }, name.unwrap_or_default()),
@@ -258,8 +309,8 @@ impl McpClient {
             params.insert(meta::META.into(), Value::Object(request_meta));
         }
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
-        let (response, _) = self.post(era, method, name, &extra, &body).instrument(span).await?;
-        Self::result(response)
+        let answer = self.post(era, method, name, &extra, &body).instrument(span).await?;
+        Ok((Self::result(answer.message)?, answer.bytes))
     }
 
     fn result(response: Value) -> Result<Value, CallError> {
@@ -317,7 +368,7 @@ impl McpClient {
         name: Option<&str>,
         extra: &[(String, String)],
         body: &Value,
-    ) -> Result<(Value, Option<String>), CallError> {
+    ) -> Result<Answer, CallError> {
         let mut request_headers = self.headers(era, method, name).await?;
         for (key, value) in extra {
             if let (Ok(key), Ok(value)) = (HeaderName::from_bytes(key.as_bytes()), HeaderValue::from_str(value)) {
@@ -340,7 +391,7 @@ impl McpClient {
         }
         if body.get("id").is_none() {
             return if status.is_success() {
-                Ok((Value::Null, session))
+                Ok(Answer { message: Value::Null, session, bytes: 0 })
             } else {
                 Err(CallError::Transport(format!("HTTP {status}")))
             };
@@ -351,26 +402,48 @@ impl McpClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let id = &body["id"];
-        if is_sse {
-            let mut events = SseBuffer::default();
-            let mut stream = response.bytes_stream();
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-                // Progress, log messages and server requests on the stream are not
-                // relayed (yet); only the response to our request matters.
-                if let Some(reply) =
-                    events.push(&chunk).into_iter().find(|m| &m["id"] == id && m.get("method").is_none())
-                {
-                    return Ok((reply, session));
-                }
+        let (reply, bytes) = if is_sse {
+            self.reply_from_events(response, id).await?
+        } else {
+            let cap = self.limits.max_message_bytes;
+            let bytes = read_capped(response, cap)
+                .await?
+                .ok_or_else(|| CallError::limit(Bound::MessageBytes, format!("a JSON answer exceeds {cap} bytes")))?;
+            let reply = serde_json::from_slice::<Value>(&bytes)
+                .map_err(|e| CallError::Transport(format!("HTTP {status}: the answer is not JSON ({e})")))?;
+            (reply, bytes.len())
+        };
+        if reply.get("result").is_some() || reply.get("error").is_some() {
+            Ok(Answer { message: reply, session, bytes })
+        } else {
+            Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response")))
+        }
+    }
+
+    /// The response to request `id` on an SSE answer, read under the bounds
+    /// on each event and on the whole stream, with the bytes read.
+    async fn reply_from_events(&self, response: reqwest::Response, id: &Value) -> Result<(Value, usize), CallError> {
+        let status = response.status();
+        let mut events = SseBuffer::new(self.limits.max_message_bytes);
+        let mut read = 0_usize;
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
+            read = read.saturating_add(chunk.len());
+            // Progress, log messages and server requests on the stream are not
+            // relayed (yet); only the response to our request matters.
+            let messages = events.push(&chunk).map_err(|e| CallError::limit(Bound::MessageBytes, e.to_string()))?;
+            if let Some(reply) = messages.into_iter().find(|m| &m["id"] == id && m.get("method").is_none()) {
+                return Ok((reply, read));
             }
-            return Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")));
+            if read > self.limits.max_stream_bytes {
+                return Err(CallError::limit(
+                    Bound::StreamBytes,
+                    format!("the SSE answer exceeds {} bytes without a response", self.limits.max_stream_bytes),
+                ));
+            }
         }
-        let bytes = response.bytes().await.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(reply) if reply.get("result").is_some() || reply.get("error").is_some() => Ok((reply, session)),
-            _ => Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response"))),
-        }
+        Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")))
     }
 
     /// The client-credentials token, fetched or refreshed when due.
@@ -410,7 +483,12 @@ impl McpClient {
                 CallError::Credentials(format!("token endpoint unreachable: {}", switchyard_core::error::chain(&e)))
             })?;
         let status = response.status();
-        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        let answer: Value = read_capped(response, MAX_TOKEN_ANSWER_BYTES)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or(Value::Null);
         let Some(value) = answer.get("access_token").and_then(Value::as_str).filter(|_| status.is_success()) else {
             // The error code only: the body may echo what we sent.
             let code = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
@@ -425,43 +503,70 @@ impl McpClient {
     }
 
     /// Opens the upstream's `subscriptions/listen` stream for list changes
-    /// and calls `on_change` with each notification's method, until the
-    /// stream ends. Only for stateless upstreams.
+    /// and calls `on_message` with each notification's method, until the
+    /// stream ends, `on_message` breaks, or the stream stays silent (not even
+    /// a keep-alive) for `listen_idle_timeout`. Only for stateless upstreams.
     ///
     /// # Errors
-    /// When the stream cannot be opened or breaks.
-    pub async fn listen(&self, mut on_change: impl FnMut(&str)) -> Result<(), CallError> {
+    /// When the stream cannot be opened in time, breaks, or breaks a bound.
+    pub async fn listen(&self, mut on_message: impl FnMut(&str) -> ControlFlow<()>) -> Result<(), CallError> {
         let era = Era::Stateless;
         let params = json!({
             "notifications": {"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true},
             "_meta": { meta::PROTOCOL_VERSION: version::LATEST, meta::CLIENT_CAPABILITIES: {} }
         });
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "subscriptions/listen", "params": params});
-        let response = self
+        let opening = self
             .http
             .post(self.spec.url.clone())
             .headers(self.headers(&era, "subscriptions/listen", None).await?)
             .body(body.to_string())
-            .send()
+            .send();
+        let response = tokio::time::timeout(self.spec.timeout, opening)
             .await
+            .map_err(|_| CallError::Timeout(self.spec.timeout))?
             .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
         if !response.status().is_success() {
             return Err(CallError::Transport(format!("listen answered HTTP {}", response.status())));
         }
-        let mut events = SseBuffer::default();
+        let mut events = SseBuffer::new(self.limits.max_message_bytes);
         let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
+        loop {
+            let Ok(chunk) = tokio::time::timeout(self.limits.listen_idle_timeout, stream.next()).await else {
+                return Err(CallError::Timeout(self.limits.listen_idle_timeout));
+            };
+            let Some(chunk) = chunk else { return Ok(()) };
             let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-            for message in events.push(&chunk) {
+            for message in events.push(&chunk).map_err(|e| CallError::limit(Bound::MessageBytes, e.to_string()))? {
                 if let Some(method) = message.get("method").and_then(Value::as_str) {
-                    on_change(method);
+                    if on_message(method).is_break() {
+                        return Ok(());
+                    }
                 } else if message.get("id") == Some(&body["id"]) {
                     return Ok(()); // the listen result: the upstream is shutting the stream
                 }
             }
         }
-        Ok(())
     }
+}
+
+/// The whole body of `response`, or `None` as soon as it is known to
+/// exceed `cap` bytes: from its `Content-Length` before reading, or while
+/// reading (the rest is not read).
+async fn read_capped(response: reqwest::Response, cap: usize) -> Result<Option<Vec<u8>>, CallError> {
+    if response.content_length().is_some_and(|length| length > cap as u64) {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
+        if body.len() + chunk.len() > cap {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
 }
 
 fn form_urlencode(pairs: &[(&str, &str)]) -> String {

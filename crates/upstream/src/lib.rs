@@ -22,10 +22,18 @@
 //!   allowed, and internal ones (loopback, private) unless the operator named
 //!   the host or its range; checked on the literal URL and on every address
 //!   DNS returns; no proxy, no redirects.
+//! - [`UpstreamLimits`]: an upstream is run by whoever registered it, so
+//!   everything it sends is read under the operator's bounds (bytes per
+//!   message, per SSE answer and per list refresh; items and pages per list;
+//!   deadlines per page, per refresh and on the listen stream's silence), its
+//!   `list_changed` notifications cost at most one refresh per interval, and
+//!   one that keeps failing is retried with a doubling wait. Breaking a bound
+//!   is an error for that upstream alone: the last good lists stay served.
 //!
 //! This crate knows no inbound HTTP and no SQL.
 
 mod client;
+mod limits;
 mod outbound;
 mod plugin;
 mod secrets;
@@ -33,6 +41,7 @@ mod spec;
 mod sse;
 
 pub use client::{CallError, McpClient};
+pub use limits::{Bound, UpstreamLimits};
 pub use outbound::{Allowed, IpNet, OutboundPolicy};
 pub use plugin::UpstreamPlugin;
 pub use secrets::{SecretPolicy, SecretRef};

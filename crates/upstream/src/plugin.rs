@@ -1,5 +1,6 @@
 //! [`UpstreamPlugin`]: an upstream server's lists, cached, and its calls, routed.
 
+use std::ops::ControlFlow;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -9,16 +10,19 @@ use switchyard_core::catalog::{ListChanges, ListKind};
 use switchyard_core::plugin::{CompletionRef, PluginResult};
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError};
 use switchyard_protocol::headers;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{CallError, McpClient};
+use crate::limits::{Backoff, Bound};
 
 /// Bounds on how long upstream lists are cached, whatever the upstream says.
 const MIN_TTL: Duration = Duration::from_secs(1);
 const MAX_TTL: Duration = Duration::from_secs(3600);
-/// Most pages read of one list.
-const MAX_PAGES: usize = 100;
+/// More notifications than this within one `refresh_interval` is a flood:
+/// the listen stream is dropped and reopened after a backoff, so an upstream
+/// cannot make us parse messages as fast as it can write them.
+const FLOOD_EVENTS: usize = 1000;
 
 /// The upstream's lists as last read.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -27,6 +31,20 @@ struct Lists {
     prompts: Vec<Value>,
     resources: Vec<Value>,
     templates: Vec<Value>,
+}
+
+impl Lists {
+    /// The kinds of list that differ between `self` and `other`.
+    fn changed_kinds(&self, other: &Self) -> Vec<ListKind> {
+        [
+            (ListKind::Tools, self.tools != other.tools),
+            (ListKind::Prompts, self.prompts != other.prompts),
+            (ListKind::Resources, self.resources != other.resources || self.templates != other.templates),
+        ]
+        .into_iter()
+        .filter_map(|(kind, changed)| changed.then_some(kind))
+        .collect()
+    }
 }
 
 /// A remote MCP server as a plugin. Background work (list refresh, the
@@ -51,102 +69,101 @@ impl Drop for UpstreamPlugin {
 }
 
 impl UpstreamPlugin {
-    /// Reads the upstream's lists once. With `changes`, it then keeps them
-    /// fresh in the background and tells the catalog when they change; an
-    /// upstream that is down at this point is retried rather than fatal.
-    /// Without `changes` (a check before registering), an unreachable
-    /// upstream is an error.
+    /// Reads the upstream's lists. With `changes` (serving), it then keeps
+    /// them fresh in the background and tells the catalog when they change;
+    /// the first lists are awaited at most `first_lists_wait`, so an upstream
+    /// that is slow or down holds up neither the catalog nor the other
+    /// plugins (its lists arrive later, as a change). Without `changes` (a
+    /// check before registering), the lists must be read now.
     ///
     /// # Errors
-    /// The first read failed and there is no catalog to keep trying for.
+    /// A check whose read failed.
     pub async fn connect(id: &str, client: Arc<McpClient>, changes: Option<ListChanges>) -> Result<Self, CallError> {
         let plugin = Self { id: id.to_owned(), client, lists: Arc::default(), stop: CancellationToken::new() };
-        let first = fetch(&plugin.client).await;
-        let ttl = match first {
-            Ok((lists, ttl)) => {
-                *plugin.lists.write().unwrap_or_else(|p| p.into_inner()) = lists;
-                ttl
-            }
-            Err(error) if changes.is_some() => {
-                tracing::warn!(plugin = id, %error, "upstream unavailable; serving no tools from it until it answers");
-                MIN_TTL
-            }
-            Err(error) => return Err(error),
+        let Some(changes) = changes else {
+            let (lists, _) = fetch(&plugin.client).await?;
+            *plugin.lists.write().unwrap_or_else(|p| p.into_inner()) = lists;
+            return Ok(plugin);
         };
-        if let Some(changes) = changes {
-            plugin.keep_fresh(changes, ttl);
+        let (first_tx, first_rx) = oneshot::channel();
+        plugin.keep_fresh(changes, first_tx);
+        match tokio::time::timeout(plugin.client.limits().first_lists_wait, first_rx).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(error))) => {
+                tracing::warn!(plugin = id, %error, "upstream unavailable; serving no tools from it until it answers");
+            }
+            Ok(Err(_)) | Err(_) => {
+                tracing::warn!(plugin = id, "upstream slow to list its tools; serving them when they arrive");
+            }
         }
         Ok(plugin)
     }
 
-    /// Refreshes the lists when their TTL runs out or the upstream says they
-    /// changed, and reports real changes to the catalog.
-    fn keep_fresh(&self, changes: ListChanges, first_ttl: Duration) {
+    /// Refreshes the lists when their TTL runs out and when the upstream
+    /// says they changed, at most once per `refresh_interval` for the latter;
+    /// after a failure, only when the backoff has passed. Reports real
+    /// changes to the catalog. The first refresh's outcome goes to `first`
+    /// while [`UpstreamPlugin::connect`] waits for it.
+    fn keep_fresh(&self, changes: ListChanges, first: oneshot::Sender<Result<(), CallError>>) {
+        let nudge = Arc::new(Notify::new());
+        // The listen stream needs the upstream's era, which the first refresh learns.
+        let first_done = Arc::new(Notify::new());
+        tokio::spawn(follow_listen_stream(
+            Arc::clone(&self.client),
+            self.stop.clone(),
+            Arc::clone(&nudge),
+            Arc::clone(&first_done),
+        ));
         let (client, lists, stop, id) =
             (Arc::clone(&self.client), Arc::clone(&self.lists), self.stop.clone(), self.id.clone());
-        let nudge = Arc::new(Notify::new());
-        // The upstream's own notifications, for stateless upstreams.
-        {
-            let (client, stop, nudge) = (Arc::clone(&client), stop.clone(), Arc::clone(&nudge));
-            tokio::spawn(async move {
-                let mut backoff = Duration::from_secs(1);
-                loop {
-                    if client.is_stateless().await {
-                        let opened = Instant::now();
-                        let listening = client.listen(|method| {
-                            if method.ends_with("/list_changed") {
-                                nudge.notify_one();
-                            }
-                        });
-                        tokio::select! {
-                            () = stop.cancelled() => return,
-                            outcome = listening => {
-                                if let Err(error) = outcome {
-                                    tracing::debug!(%error, "upstream listen stream ended");
-                                }
-                                // A stream that stayed up a while was healthy: reconnect soon.
-                                if opened.elapsed() > Duration::from_secs(30) {
-                                    backoff = Duration::from_secs(1);
-                                }
-                                // It may have missed changes while it was down.
-                                nudge.notify_one();
-                            }
-                        }
-                    }
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        () = tokio::time::sleep(backoff) => {}
-                    }
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
-                }
-            });
-        }
+        let limits = *client.limits();
         tokio::spawn(async move {
-            let mut ttl = first_ttl;
+            let mut first = Some(first);
+            let mut first_done = Some(first_done);
+            let mut backoff = Backoff::new(limits.max_backoff);
             loop {
-                tokio::select! {
+                let refreshed_at = Instant::now();
+                let mut healthy = true;
+                let wait = match tokio::select! {
                     () = stop.cancelled() => return,
-                    () = tokio::time::sleep(ttl) => {}
-                    () = nudge.notified() => {}
-                }
-                match fetch(&client).await {
-                    Ok((fresh, fresh_ttl)) => {
-                        ttl = fresh_ttl;
+                    fetched = fetch(&client) => fetched,
+                } {
+                    Ok((fresh, ttl)) => {
+                        backoff.succeeded();
                         let old =
                             std::mem::replace(&mut *lists.write().unwrap_or_else(|p| p.into_inner()), fresh.clone());
-                        for (kind, changed) in [
-                            (ListKind::Tools, old.tools != fresh.tools),
-                            (ListKind::Prompts, old.prompts != fresh.prompts),
-                            (ListKind::Resources, old.resources != fresh.resources || old.templates != fresh.templates),
-                        ] {
-                            if changed {
+                        // While `connect` still waits, the catalog reads these lists itself.
+                        let waited = first.take().is_some_and(|first| first.send(Ok(())).is_ok());
+                        if !waited {
+                            for kind in old.changed_kinds(&fresh) {
                                 changes.changed(kind).await;
                             }
                         }
+                        ttl
                     }
                     Err(error) => {
-                        tracing::warn!(plugin = %id, %error, "cannot refresh the upstream's lists; keeping the last ones");
-                        ttl = MIN_TTL.max(ttl / 2).min(Duration::from_secs(30));
+                        healthy = false;
+                        let wait = backoff.failed();
+                        tracing::warn!(plugin = %id, %error, retry_in = ?wait, "cannot refresh the upstream's lists; keeping the last ones");
+                        if let Some(first) = first.take() {
+                            let _ = first.send(Err(error));
+                        }
+                        wait
+                    }
+                };
+                if let Some(first_done) = first_done.take() {
+                    first_done.notify_one();
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                    // A failing upstream waits out its backoff, whatever it says.
+                    () = nudge.notified(), if healthy => {
+                        // However many notifications came, one refresh per interval.
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = tokio::time::sleep_until((refreshed_at + limits.refresh_interval).into()) => {}
+                        }
                     }
                 }
             }
@@ -158,10 +175,75 @@ impl UpstreamPlugin {
     }
 }
 
-/// Reads every list, following cursors; returns them with the TTL to keep them for.
+/// Follows the upstream's own `list_changed` notifications (stateless
+/// upstreams only), nudging a refresh for each; reopens the stream after a
+/// backoff when it ends, breaks, floods or stays silent too long, and nudges
+/// then too, since changes may have been missed meanwhile. Starts once the
+/// first refresh has ended (`first_done`), which learns the upstream's era.
+async fn follow_listen_stream(
+    client: Arc<McpClient>,
+    stop: CancellationToken,
+    nudge: Arc<Notify>,
+    first_done: Arc<Notify>,
+) {
+    tokio::select! {
+        () = stop.cancelled() => return,
+        () = first_done.notified() => {}
+    }
+    let limits = *client.limits();
+    let mut backoff = Backoff::new(limits.max_backoff);
+    loop {
+        if client.is_stateless().await {
+            let opened = Instant::now();
+            let (mut window_start, mut in_window, mut flooded) = (Instant::now(), 0_usize, false);
+            let listening = client.listen(|method| {
+                if window_start.elapsed() > limits.refresh_interval {
+                    (window_start, in_window) = (Instant::now(), 0);
+                }
+                in_window += 1;
+                if in_window > FLOOD_EVENTS {
+                    flooded = true;
+                    return ControlFlow::Break(());
+                }
+                if method.ends_with("/list_changed") {
+                    nudge.notify_one();
+                }
+                ControlFlow::Continue(())
+            });
+            let outcome = tokio::select! {
+                () = stop.cancelled() => return,
+                outcome = listening => outcome,
+            };
+            if flooded {
+                Bound::Flood.record();
+                tracing::warn!(upstream = %client.spec().url, "the upstream floods its listen stream; reopening it after a backoff");
+            } else if let Err(error) = outcome {
+                tracing::debug!(%error, "upstream listen stream ended");
+            } else if opened.elapsed() > Duration::from_secs(30) {
+                // A stream that stayed up a while was healthy: reconnect soon.
+                backoff.succeeded();
+            }
+            nudge.notify_one();
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(backoff.failed()) => {}
+        }
+    }
+}
+
+/// Reads every list, following cursors, within the limits' deadline and
+/// bounds; returns them with the TTL to keep them for.
 async fn fetch(client: &McpClient) -> Result<(Lists, Duration), CallError> {
+    let deadline = client.limits().list_deadline;
+    tokio::time::timeout(deadline, fetch_pages(client)).await.unwrap_or(Err(CallError::Timeout(deadline)))
+}
+
+async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError> {
+    let limits = client.limits();
     let mut ttl: Option<Duration> = None;
     let mut lists = Lists::default();
+    let mut bytes = 0_usize;
     for (method, key) in [
         ("tools/list", "tools"),
         ("prompts/list", "prompts"),
@@ -170,22 +252,45 @@ async fn fetch(client: &McpClient) -> Result<(Lists, Duration), CallError> {
     ] {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
+        let mut pages = 0;
+        loop {
+            pages += 1;
+            if pages > limits.max_list_pages {
+                return Err(CallError::limit(
+                    Bound::ListPages,
+                    format!("{method} has more than {} pages", limits.max_list_pages),
+                ));
+            }
             let mut params = Map::new();
             if let Some(cursor) = &cursor {
                 params.insert("cursor".into(), json!(cursor));
             }
-            let page = match client.request(method, params, None, &[], None).await {
+            let (mut page, size) = match client.request_sized(method, params, None, &[], None).await {
                 Ok(page) => page,
                 // An upstream without prompts or resources says so with -32601.
                 Err(CallError::Rpc { code: -32601, .. }) => break,
                 Err(error) => return Err(error),
             };
+            bytes = bytes.saturating_add(size);
+            if bytes > limits.max_list_bytes {
+                return Err(CallError::limit(
+                    Bound::ListBytes,
+                    format!("the lists exceed {} bytes", limits.max_list_bytes),
+                ));
+            }
             if let Some(ms) = page.get("ttlMs").and_then(Value::as_u64) {
                 let page_ttl = Duration::from_millis(ms);
                 ttl = Some(ttl.map_or(page_ttl, |t| t.min(page_ttl)));
             }
-            items.extend(page.get(key).and_then(Value::as_array).into_iter().flatten().cloned());
+            if let Some(Value::Array(page_items)) = page.get_mut(key).map(Value::take) {
+                if items.len() + page_items.len() > limits.max_list_items {
+                    return Err(CallError::limit(
+                        Bound::ListItems,
+                        format!("{method} has more than {} items", limits.max_list_items),
+                    ));
+                }
+                items.extend(page_items);
+            }
             cursor = page.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
             if cursor.is_none() {
                 break;

@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use switchyard_plugins::{Grants, HostDirs, OutboundPolicy, SecretPolicy, WasmConfig};
+use switchyard_plugins::{Grants, HostDirs, OutboundPolicy, SecretPolicy, UpstreamLimits, WasmConfig};
 
-use super::StringList;
+use super::{StringList, parse_duration};
 
 /// `[upstream]`
 #[derive(Debug, Default, Deserialize)]
@@ -27,6 +27,28 @@ pub struct RawUpstream {
     pub secret_env: Option<StringList>,
     /// Directories a spec's `*_from_file` may read from. Default none.
     pub secret_dirs: Option<StringList>,
+    /// One JSON body or SSE event from an upstream, bytes. Default 4 MiB.
+    pub max_message_bytes: Option<usize>,
+    /// One request's whole SSE answer, bytes. Default 16 MiB.
+    pub max_stream_bytes: Option<usize>,
+    /// Items in one upstream list, across its pages. Default 5000.
+    pub max_list_items: Option<usize>,
+    /// Pages of one upstream list. Default 100.
+    pub max_list_pages: Option<usize>,
+    /// Every page of one list refresh together, bytes. Default 8 MiB.
+    pub max_list_bytes: Option<usize>,
+    /// Deadline of one whole list refresh. Default "60s".
+    pub list_deadline: Option<String>,
+    /// Least time between two refreshes an upstream's `list_changed`
+    /// prompts. Default "2s".
+    pub refresh_interval: Option<String>,
+    /// An upstream's listen stream silent this long is reopened. Default "5m".
+    pub listen_idle_timeout: Option<String>,
+    /// Longest wait between retries of a failing upstream. Default "5m".
+    pub max_backoff: Option<String>,
+    /// How long loading the catalog waits for a new upstream's first
+    /// lists. Default "5s".
+    pub first_lists_wait: Option<String>,
 }
 
 /// `[wasm]`
@@ -83,8 +105,46 @@ fn memory_cap(wasm: &RawWasm, max_instances: u32, default_mib: usize, problems: 
     cap
 }
 
-/// The WASM runtime's settings and the plugin grants.
-pub(super) fn plugin_config(wasm: RawWasm, upstream: RawUpstream, problems: &mut Vec<String>) -> (WasmConfig, Grants) {
+/// What upstream plugins may make a replica read and wait for.
+fn upstream_limits(upstream: &RawUpstream, problems: &mut Vec<String>) -> UpstreamLimits {
+    let defaults = UpstreamLimits::default();
+    let mut duration = |key: &str, value: Option<&String>, default| match value {
+        None => default,
+        Some(text) => parse_duration(text).unwrap_or_else(|| {
+            problems.push(format!("upstream.{key}: {text:?} is not a duration (try \"2s\", \"5m\")"));
+            default
+        }),
+    };
+    let limits = UpstreamLimits {
+        list_deadline: duration("list_deadline", upstream.list_deadline.as_ref(), defaults.list_deadline),
+        refresh_interval: duration("refresh_interval", upstream.refresh_interval.as_ref(), defaults.refresh_interval),
+        listen_idle_timeout: duration(
+            "listen_idle_timeout",
+            upstream.listen_idle_timeout.as_ref(),
+            defaults.listen_idle_timeout,
+        ),
+        max_backoff: duration("max_backoff", upstream.max_backoff.as_ref(), defaults.max_backoff),
+        first_lists_wait: duration("first_lists_wait", upstream.first_lists_wait.as_ref(), defaults.first_lists_wait),
+        max_message_bytes: upstream.max_message_bytes.unwrap_or(defaults.max_message_bytes),
+        max_stream_bytes: upstream.max_stream_bytes.unwrap_or(defaults.max_stream_bytes),
+        max_list_items: upstream.max_list_items.unwrap_or(defaults.max_list_items),
+        max_list_pages: upstream.max_list_pages.unwrap_or(defaults.max_list_pages),
+        max_list_bytes: upstream.max_list_bytes.unwrap_or(defaults.max_list_bytes),
+    };
+    problems.extend(limits.problems());
+    limits
+}
+
+/// The plugin runtimes' settings and the plugin grants.
+pub(super) struct PluginConfig {
+    pub wasm: WasmConfig,
+    pub upstream: UpstreamLimits,
+    pub grants: Grants,
+}
+
+/// The WASM runtime's settings, the upstream limits and the plugin grants.
+pub(super) fn plugin_config(wasm: RawWasm, upstream: RawUpstream, problems: &mut Vec<String>) -> PluginConfig {
+    let upstream_limits = upstream_limits(&upstream, problems);
     let defaults = WasmConfig::default();
     let max_instances = wasm.max_instances.unwrap_or(defaults.max_instances);
     let max_memory_mib = memory_cap(&wasm, max_instances, defaults.max_memory_bytes >> 20, problems);
@@ -127,7 +187,7 @@ pub(super) fn plugin_config(wasm: RawWasm, upstream: RawUpstream, problems: &mut
         allowed_ranges,
         allow_link_local: upstream.allow_link_local.unwrap_or(outbound_defaults.allow_link_local),
     };
-    (runtime, Grants { outbound, secrets, host_dirs })
+    PluginConfig { wasm: runtime, upstream: upstream_limits, grants: Grants { outbound, secrets, host_dirs } }
 }
 
 #[cfg(test)]
@@ -166,6 +226,26 @@ mod tests {
             ("SWITCHYARD_WASM__GRANTABLE_DIRS", "/", "other than /"),
             ("SWITCHYARD_WASM__WRITABLE_DIRS", "/srv/../etc", "without . or .."),
             ("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "10.0.0.0", "CIDR"),
+        ] {
+            let problems = load(&[(key, value)]).unwrap_err();
+            assert!(problems.iter().any(|p| p.contains(says)), "{key}={value}: {problems:?}");
+        }
+    }
+
+    #[test]
+    fn upstream_limits_are_read_and_checked() {
+        let limits = load(&[
+            ("SWITCHYARD_UPSTREAM__MAX_MESSAGE_BYTES", "1024"),
+            ("SWITCHYARD_UPSTREAM__REFRESH_INTERVAL", "10s"),
+        ])
+        .unwrap()
+        .upstream;
+        assert_eq!((limits.max_message_bytes, limits.refresh_interval.as_secs()), (1024, 10));
+        assert_eq!(limits.max_list_items, 5000, "the rest keep their defaults");
+        for (key, value, says) in [
+            ("SWITCHYARD_UPSTREAM__MAX_LIST_ITEMS", "0", "upstream.max_list_items must be at least 1"),
+            ("SWITCHYARD_UPSTREAM__LIST_DEADLINE", "soon", "upstream.list_deadline"),
+            ("SWITCHYARD_UPSTREAM__MAX_STREAM_BYTES", "10", "at least upstream.max_message_bytes"),
         ] {
             let problems = load(&[(key, value)]).unwrap_err();
             assert!(problems.iter().any(|p| p.contains(says)), "{key}={value}: {problems:?}");

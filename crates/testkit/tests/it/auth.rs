@@ -260,6 +260,25 @@ async fn introspection_answers_age_out_and_refusals_are_remembered() {
     assert_eq!(fresh.request("tools/list", json!({})).await.status, 503, "a new token needs the server, which is gone");
 }
 
+/// Made-up opaque tokens are new every time, so no cache absorbs them: the
+/// introspection calls they cost are capped (`max_concurrent`), and the
+/// rest wait their turn rather than each becoming a call at once.
+#[tokio::test]
+async fn introspection_calls_for_made_up_tokens_are_capped() {
+    let authorization = AuthorizationServer::start().await;
+    let introspection = introspection_setting(&authorization, ", max_concurrent = 2");
+    let Secured { app, .. } =
+        secured(&authorization, &[("SWITCHYARD_AUTH__INTROSPECTION", introspection.as_str())]).await;
+    authorization.delay_introspection(Duration::from_millis(300)).await;
+    let requests = (0..10).map(|n| {
+        let client = app.client().with_token(&format!("madeUpOpaqueToken{n}"));
+        async move { client.request("tools/list", json!({})).await.status }
+    });
+    let statuses = futures::future::join_all(requests).await;
+    assert_eq!(statuses, [401; 10], "each is asked about, in turn, and refused");
+    assert_eq!(authorization.introspection_load().await, (10, 2), "(asked, most at once)");
+}
+
 #[tokio::test]
 async fn the_admin_api_needs_the_admin_scope_and_registered_scopes_gate_tools() {
     let authorization = AuthorizationServer::start().await;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard_testkit::{App, guest_module};
+use switchyard_testkit::{App, Client, guest_module, meta};
 
 use crate::plugins::{Admin, upstreams_on_loopback};
 
@@ -398,6 +398,36 @@ async fn listen_streams_and_their_subscriptions_are_bounded() {
     assert_eq!(refused.status, 429);
 }
 
+/// Behind a load balancer, anonymous callers are counted by the address the
+/// trusted proxy forwarded for, not as one caller (the proxy); a client's own
+/// entries left of the proxy's are not believed, and without trusted proxies
+/// `X-Forwarded-For` buys nothing.
+#[tokio::test]
+async fn anonymous_callers_behind_a_trusted_proxy_are_counted_apart() {
+    let params = json!({ "notifications": { "toolsListChanged": true }, "_meta": meta(json!({})) });
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params });
+    let open = async |url: &str, forwarded_for: &str| {
+        let mut request = reqwest::Client::new().post(url).header("x-forwarded-for", forwarded_for);
+        for (name, value) in Client::headers_for("subscriptions/listen", &params) {
+            request = request.header(name, value);
+        }
+        request.body(body.to_string()).send().await.unwrap()
+    };
+    for (trusted, another_client) in [(Some("127.0.0.1"), 200), (None, 429)] {
+        let mut env = vec![("SWITCHYARD_LISTEN__MAX_STREAMS_PER_CALLER", "1")];
+        env.extend(trusted.map(|proxies| ("SWITCHYARD_HTTP__TRUSTED_PROXIES", proxies)));
+        let app = App::start(&env).await;
+        let held = open(app.url(), "203.0.113.1").await;
+        assert_eq!(held.status(), 200);
+        assert_eq!(open(app.url(), "203.0.113.1").await.status(), 429, "trusted {trusted:?}: the same client");
+        let other = open(app.url(), "203.0.113.2").await;
+        assert_eq!(other.status(), another_client, "trusted {trusted:?}: another client");
+        let forged = open(app.url(), "198.51.100.7, 203.0.113.1").await;
+        assert_eq!(forged.status(), 429, "trusted {trusted:?}: a made-up entry left of the proxy's");
+        drop((held, other));
+    }
+}
+
 /// Whoever can `PUBLISH` to the bus's Redis channel but holds no key cannot
 /// inject a notification: an unsigned (version 1) message, one with a bad
 /// MAC and one signed with a key the replicas do not hold are all dropped;
@@ -464,7 +494,52 @@ async fn a_redis_user_limited_to_its_prefix_serves_everything() {
         ("SWITCHYARD_RATE_LIMIT__ON_REDIS_ERROR", "deny"),
     ];
     let (one, two) = (App::start(&env).await, App::start(&env).await);
+    redis_serves_everything(&one, &two).await;
 
+    // Nothing outside the prefix.
+    let user = redis::Client::open(url.as_str()).unwrap();
+    let mut user = user.get_multiplexed_async_connection().await.unwrap();
+    let outside: redis::RedisResult<()> = redis::cmd("SET").arg("other:key").arg(1).query_async(&mut user).await;
+    assert!(outside.is_err(), "the user wrote outside its prefix");
+}
+
+/// Redis over TLS (`rediss://`): the bus, the shared rate limits and the
+/// single-use marks of two replicas all work through a TLS-only Redis whose
+/// certificate a CA of the test's own signed (`redis_tls_ca_file`); without
+/// that CA, the certificate is not trusted and the server does not start.
+#[tokio::test]
+async fn redis_over_tls_serves_everything_and_checks_its_certificate() {
+    let redis = switchyard_testkit::RedisServer::start_tls().await;
+    let ca = redis.ca_file().expect("a TLS server has a CA").to_str().unwrap().to_owned();
+    let url = redis.url();
+    assert!(url.starts_with("rediss://"), "{url}");
+    let mut env = vec![
+        ("SWITCHYARD_FIXTURE", "conformance"),
+        ("SWITCHYARD_REDIS_URL", url.as_str()),
+        ("SWITCHYARD_RATE_LIMIT__RATE", "1000/s"),
+        ("SWITCHYARD_RATE_LIMIT__ON_REDIS_ERROR", "deny"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("registry.db").display());
+    let mut untrusting = switchyard_testkit::with_shared_keys(&env)
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value.to_owned()))
+        .collect::<Vec<_>>();
+    untrusting.push(("SWITCHYARD_DATABASE_URL".into(), database));
+    let config = switchyard::config::RawConfig::load(None, untrusting)
+        .and_then(switchyard::config::Config::try_from)
+        .expect("a valid configuration");
+    let refused = switchyard::Switchyard::build(config).await.err().expect("an untrusted certificate is refused");
+    assert!(format!("{refused:#}").to_lowercase().contains("certificate"), "{refused:#}");
+
+    env.push(("SWITCHYARD_REDIS_TLS_CA_FILE", ca.as_str()));
+    let (one, two) = (App::start(&env).await, App::start(&env).await);
+    redis_serves_everything(&one, &two).await;
+}
+
+/// Two replicas sharing a Redis use it for everything: the limiter's script
+/// (which denies on a Redis error here), the requestState marks, and the bus.
+async fn redis_serves_everything(one: &App, two: &App) {
     // The limiter's script and the requestState marks.
     let caps = json!({ "elicitation": {} });
     let params = json!({ "name": "test_input_required_result_request_state", "arguments": {} });
@@ -488,10 +563,4 @@ async fn a_redis_user_limited_to_its_prefix_serves_everything() {
         })
         .await;
     assert_eq!(reply.messages.len(), 2, "{:?}", reply.messages);
-
-    // Nothing outside the prefix.
-    let user = redis::Client::open(url.as_str()).unwrap();
-    let mut user = user.get_multiplexed_async_connection().await.unwrap();
-    let outside: redis::RedisResult<()> = redis::cmd("SET").arg("other:key").arg(1).query_async(&mut user).await;
-    assert!(outside.is_err(), "the user wrote outside its prefix");
 }

@@ -26,6 +26,8 @@ mod tasks;
 mod telemetry;
 /// Malformed, oversized and hostile input at the HTTP layer.
 mod transport;
+/// Hostile upstreams: lists and answers that lie, floods, hangs.
+mod upstreams;
 
 use switchyard_testkit::App;
 

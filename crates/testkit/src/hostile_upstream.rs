@@ -1,0 +1,248 @@
+//! [`HostileUpstream`]: an MCP server of the tests' own that behaves well
+//! until told to lie or flood, as an upstream run by a hostile plugin author
+//! would: a list without end, pages without end, an SSE event that never
+//! ends, JSON nested a million deep, an answer that never comes, and
+//! `list_changed` notifications as fast as the socket takes them.
+//!
+//! It speaks just enough of 2026-07-28 to be registered: `server/discover`,
+//! the four lists, `tools/call` of its one tool `ok`, and
+//! `subscriptions/listen`. It counts what it is asked, so a test can tell a
+//! refresh that was refused from one that never happened.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _, stream};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+/// How the upstream answers, from now on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Everything as a well-kept server answers it.
+    Honest,
+    /// `tools/list` streams a JSON body without `Content-Length` that never ends.
+    EndlessList,
+    /// `tools/list` gives a fresh `nextCursor` on every page, forever.
+    EndlessPages,
+    /// `tools/list` answers one page of 20,000 small tools.
+    ManyItems,
+    /// `tools/list` and `tools/call` answer JSON nested a million levels deep.
+    DeepJson,
+    /// `tools/call` answers SSE whose one event never ends.
+    EndlessEvent,
+    /// Every request but `subscriptions/listen` waits, unanswered, until
+    /// the behaviour changes (as a server that stalls, then recovers).
+    Hang,
+    /// The listen stream carries `notifications/tools/list_changed` as fast
+    /// as it can be written; everything else is honest.
+    Flood,
+}
+
+/// What the upstream was asked, by method.
+#[derive(Debug, Default)]
+struct Asked(Mutex<HashMap<String, usize>>);
+
+struct Shared {
+    behaviour: Mutex<Behaviour>,
+    asked: Asked,
+    /// Tells the open listen streams their lists changed.
+    changed: broadcast::Sender<()>,
+    listen_streams: AtomicUsize,
+}
+
+/// The server; it stops when dropped.
+pub struct HostileUpstream {
+    url: String,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+}
+
+impl Drop for HostileUpstream {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl HostileUpstream {
+    /// Starts it, honest, on a free loopback port.
+    ///
+    /// # Panics
+    /// When no port can be bound.
+    pub async fn start() -> Self {
+        let shared = Arc::new(Shared {
+            behaviour: Mutex::new(Behaviour::Honest),
+            asked: Asked::default(),
+            changed: broadcast::channel(16).0,
+            listen_streams: AtomicUsize::new(0),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("local address"));
+        let app = axum::Router::new().route("/mcp", axum::routing::post(answer)).with_state(Arc::clone(&shared));
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await
+        });
+        Self { url, shared, stop }
+    }
+
+    /// Its MCP endpoint.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Answers as `behaviour` from now on, and tells every open listen
+    /// stream that the lists changed, so every replica comes to see it.
+    pub fn become_(&self, behaviour: Behaviour) {
+        *self.shared.behaviour.lock().expect("behaviour") = behaviour;
+        let _ = self.shared.changed.send(());
+    }
+
+    /// How many times `method` was asked so far.
+    pub fn asked(&self, method: &str) -> usize {
+        self.shared.asked.0.lock().expect("asked").get(method).copied().unwrap_or(0)
+    }
+
+    /// Listen streams open now.
+    pub fn listen_streams(&self) -> usize {
+        self.shared.listen_streams.load(Ordering::SeqCst)
+    }
+}
+
+async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return (axum::http::StatusCode::BAD_REQUEST, "not JSON").into_response();
+    };
+    let method = request["method"].as_str().unwrap_or_default().to_owned();
+    *shared.asked.0.lock().expect("asked").entry(method.clone()).or_default() += 1;
+    let id = request["id"].clone();
+    if id.is_null() {
+        return axum::http::StatusCode::ACCEPTED.into_response();
+    }
+    let mut behaviour = *shared.behaviour.lock().expect("behaviour");
+    if behaviour == Behaviour::Hang && method != "subscriptions/listen" {
+        // No answer until the test changes its mind; then the new behaviour's.
+        let mut changed = shared.changed.subscribe();
+        while behaviour == Behaviour::Hang {
+            let _ = changed.recv().await;
+            behaviour = *shared.behaviour.lock().expect("behaviour");
+        }
+    }
+    let result = match (method.as_str(), behaviour) {
+        ("subscriptions/listen", _) => return listen(&shared, id, behaviour),
+        ("tools/list", Behaviour::EndlessList) => {
+            let head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":["#);
+            let tools = Bytes::from(r#"{"name":"t","inputSchema":{"type":"object"}},"#.repeat(1024));
+            return streamed("application/json", stream::once(async move { Bytes::from(head) }).chain(repeat(tools)));
+        }
+        ("tools/list" | "tools/call", Behaviour::DeepJson) => {
+            let depth = 1_000_000;
+            let mut text = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":"#);
+            text.push_str(&"[".repeat(depth));
+            text.push_str(&"]".repeat(depth));
+            text.push_str("}}");
+            return ([(header::CONTENT_TYPE, "application/json")], text).into_response();
+        }
+        ("tools/call", Behaviour::EndlessEvent) => {
+            let head = format!(r#"data: {{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":""#);
+            let filler = Bytes::from(vec![b'a'; 16 * 1024]);
+            return streamed("text/event-stream", stream::once(async move { Bytes::from(head) }).chain(repeat(filler)));
+        }
+        ("tools/list", Behaviour::EndlessPages) => {
+            let page = request["params"]["cursor"].as_str().and_then(|c| c.parse::<u64>().ok()).unwrap_or(0);
+            json!({"tools": [tool(&format!("page{page}"))], "nextCursor": (page + 1).to_string()})
+        }
+        ("tools/list", Behaviour::ManyItems) => {
+            json!({"tools": (0..20_000).map(|n| tool(&format!("t{n}"))).collect::<Vec<_>>()})
+        }
+        ("server/discover", _) => json!({
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": "hostile", "version": "0"}
+        }),
+        ("tools/list", _) => json!({"tools": [tool("ok")], "ttlMs": 3_600_000}),
+        ("prompts/list", _) => json!({"prompts": []}),
+        ("resources/list", _) => json!({"resources": []}),
+        ("resources/templates/list", _) => json!({"resourceTemplates": []}),
+        ("tools/call", _) => json!({"content": [{"type": "text", "text": "ok"}]}),
+        _ => {
+            return axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "unknown"}}))
+                .into_response();
+        }
+    };
+    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+}
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "inputSchema": {"type": "object"}})
+}
+
+fn repeat(chunk: Bytes) -> impl Stream<Item = Bytes> + Send + 'static {
+    stream::unfold(chunk, |chunk| async move {
+        // Yield between chunks, so an endless body never starves the runtime.
+        tokio::task::yield_now().await;
+        Some((chunk.clone(), chunk))
+    })
+}
+
+fn streamed(content_type: &'static str, body: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+    let mut response = Response::new(Body::from_stream(body.map(Ok::<_, Infallible>)));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// A listen stream: acknowledged, then a `list_changed` each time the
+/// behaviour changes (or, flooding, without pause). An honest stream ends
+/// when the upstream turns to flooding, so the next one floods.
+fn listen(shared: &Arc<Shared>, id: Value, behaviour: Behaviour) -> Response {
+    let changed =
+        Bytes::from_static(b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n");
+    let acknowledged = Bytes::from(format!(
+        "data: {}\n\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {"id": id}})
+    ));
+    let head = stream::once(async move { acknowledged });
+    if behaviour == Behaviour::Flood {
+        return streamed("text/event-stream", head.chain(repeat(changed)));
+    }
+    let open = OpenStream::new(Arc::clone(shared));
+    let changes = stream::unfold((shared.changed.subscribe(), open), move |(mut receiver, open)| {
+        let changed = changed.clone();
+        async move {
+            match receiver.recv().await {
+                Ok(()) | Err(broadcast::error::RecvError::Lagged(_))
+                    if *open.0.behaviour.lock().expect("behaviour") != Behaviour::Flood =>
+                {
+                    Some((changed, (receiver, open)))
+                }
+                _ => None,
+            }
+        }
+    });
+    streamed("text/event-stream", head.chain(changes))
+}
+
+/// Counts an open listen stream while it lives.
+struct OpenStream(Arc<Shared>);
+
+impl OpenStream {
+    fn new(shared: Arc<Shared>) -> Self {
+        shared.listen_streams.fetch_add(1, Ordering::SeqCst);
+        Self(shared)
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.listen_streams.fetch_sub(1, Ordering::SeqCst);
+    }
+}
