@@ -2,7 +2,8 @@
 binary), for the default values and for ci-values-all.yaml, validates every
 rendered manifest against the Kubernetes schemas (kubernetes-validate), and
 has the switchyard binary check the configuration file the chart writes
-(and checks what it grants upstream specs, and where config.extraToml lands),
+(and checks what it grants upstream specs, where config.extraToml, config.upstream,
+config.http.trustedProxies and the Redis CA land),
 checks that every Ingress host routes the MCP endpoint and the OAuth metadata;
 the ServiceMonitor (a CRD) is checked for what the Prometheus Operator needs,
 and the dashboard ConfigMap against dashboards/switchyard.json (whose PromQL
@@ -84,14 +85,40 @@ for name, values in [("defaults", None), ("everything", yaml.safe_load((HERE / "
             mib = int(limit[:-2]) * (1024 if limit.endswith("Gi") else 1)
             if written.get("wasm", {}).get("memory_budget_mib") != mib // 2:
                 failures.append(f"{name}: wasm.memory_budget_mib is not half of {limit}: {written.get('wasm')}")
+            # config.upstream's keys land in [upstream], trustedProxies in [http].
+            for key, value in ((values or {}).get("config", {}).get("upstream") or {}).items():
+                if written.get("upstream", {}).get(key) != value:
+                    failures.append(f"{name}: config.upstream.{key} is not upstream.{key}: {written.get('upstream')}")
+            proxies = ((values or {}).get("config", {}).get("http") or {}).get("trustedProxies") or None
+            if written.get("http", {}).get("trusted_proxies") != proxies:
+                failures.append(f"{name}: http.trusted_proxies is not {proxies}: {written.get('http')}")
+            # The Redis CA is read where the Deployment mounts secrets.redisTlsCa.
+            ca = ((values or {}).get("secrets") or {}).get("redisTlsCa") or {}
+            expected_ca = f"/etc/switchyard/redis-ca/{ca['key']}" if ca else None
+            if written.get("redis_tls_ca_file") != expected_ca:
+                failures.append(f"{name}: redis_tls_ca_file is {written.get('redis_tls_ca_file')}, not {expected_ca}")
             # extraToml's bare keys stay top-level (they once landed in the last [[auth.issuers]]).
             if name == "everything" and written.get("redis_prefix") != "switchyard-prod:":
                 failures.append(f"{name}: extraToml's bare redis_prefix is not a top-level key")
+        if document["kind"] == "Deployment":
+            ca = ((values or {}).get("secrets") or {}).get("redisTlsCa") or {}
+            pod = document["spec"]["template"]["spec"]
+            secrets = {v.get("secret", {}).get("secretName") for v in pod.get("volumes", [])}
+            mounts = {m["mountPath"] for c in pod["containers"] for m in c.get("volumeMounts", [])}
+            if ca and (ca["name"] not in secrets or "/etc/switchyard/redis-ca" not in mounts):
+                failures.append(f"{name}: secrets.redisTlsCa is not mounted at /etc/switchyard/redis-ca")
         if document["kind"] == "ConfigMap" and "switchyard.toml" in document["data"] and len(sys.argv) > 1:
-            with tempfile.NamedTemporaryFile("w", suffix=".toml") as config:
-                config.write(document["data"]["switchyard.toml"])
-                config.flush()
+            with tempfile.NamedTemporaryFile("w", suffix=".toml") as config, \
+                    tempfile.NamedTemporaryFile("w", suffix=".pem") as ca_file:
+                text = document["data"]["switchyard.toml"]
                 env = {"PATH": "/usr/bin:/bin"}  # no SWITCHYARD_* of the caller's
+                if "redis_tls_ca_file" in tomllib.loads(text):
+                    # The pod's Secret-mounted CA, and the rediss:// URL and keys its env gives.
+                    text = text.replace(tomllib.loads(text)["redis_tls_ca_file"], ca_file.name)
+                    env["SWITCHYARD_REDIS_URL"] = "rediss://redis.example.com:6380"
+                    env["SWITCHYARD_STATE__KEYS"] = "ci:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+                config.write(text)
+                config.flush()
                 checked = subprocess.run([sys.argv[1], "check-config", "--config", config.name],
                                          capture_output=True, text=True, env=env, check=False)
                 print(f"{name}: switchyard check-config: {(checked.stdout + checked.stderr).strip()}")
