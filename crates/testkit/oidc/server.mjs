@@ -10,7 +10,11 @@
 // stays published; new tokens carry the new `kid`), `POST
 // /test/introspection-delay?ms=N` holds every introspection request N ms
 // before answering it, and `GET /test/introspection-load` tells how many were
-// asked in all and how many were in flight at most. Logins and consents are
+// asked in all and how many were in flight at most. An authorization request
+// without `scope` gets the default scope `mcp`, as Keycloak's default client
+// scopes or Entra's `.default` do (oidc-provider alone refuses a request that
+// ends with no scope granted; a client that finds no scope named in the
+// challenge or the metadata, like the TypeScript SDK, sends none). Logins and consents are
 // approved at once for the account `test-user`, so the authorization code
 // flow runs headless.
 import crypto from 'node:crypto';
@@ -146,6 +150,13 @@ const server = http.createServer(async (req, res) => {
       introspection.peak = Math.max(introspection.peak, introspection.inFlight);
       res.on('close', () => { introspection.inFlight -= 1; });
       await new Promise((resolve) => setTimeout(resolve, introspection.delayMs));
+    }
+    if (req.method === 'GET' && (req.url === '/auth' || req.url.startsWith('/auth?'))) {
+      const url = new URL(req.url, issuer);
+      if (!url.searchParams.get('scope')) {
+        url.searchParams.set('scope', 'mcp');
+        req.url = `${url.pathname}${url.search}`;
+      }
     }
     if (req.url.startsWith('/interaction/')) {
       await interact(provider, req, res);

@@ -159,7 +159,7 @@ impl Drop for ServerProcess {
 /// A 2025-era MCP server from the official Python SDK
 /// (`crates/testkit/python/legacy_server.py`), on a free loopback port;
 /// killed on drop. Its virtualenv is created in `target/python-mcp` from the
-/// pinned `requirements.lock` on first use.
+/// pinned `requirements.lock` (mcp 1.26) on first use.
 pub struct LegacyPythonServer {
     child: std::process::Child,
     url: String,
@@ -171,7 +171,8 @@ impl LegacyPythonServer {
     /// # Panics
     /// When Python, pip or the server fail.
     pub async fn start() -> Self {
-        let python = python_with_mcp();
+        // The 2025-era server of the SDK's 1.x line (2.x dropped FastMCP).
+        let python = python_venv("requirements.lock", "target/python-mcp");
         let script = workspace().join("crates/testkit/python/legacy_server.py");
         let (child, port) = serve_on_free_port("the Python MCP server", Command::new(python).arg(script)).await;
         Self { child, url: format!("http://127.0.0.1:{port}/mcp") }
@@ -190,29 +191,67 @@ impl Drop for LegacyPythonServer {
     }
 }
 
-/// Runs `crates/testkit/python/{script}` with the pinned Python MCP SDK and
-/// `args`, for at most `limit`; its stdout on success, else its stderr.
+/// Runs `crates/testkit/python/{script}` with today's official Python MCP
+/// SDK (`requirements-client.lock`) and `args`, for at most `limit`; its
+/// stdout on success, else its stderr.
 ///
 /// # Panics
 /// When Python cannot be installed or started.
 pub async fn python_client(script: &str, args: &[&str], limit: std::time::Duration) -> Result<String, String> {
-    let python = tokio::task::spawn_blocking(python_with_mcp).await.expect("install the Python SDK");
-    let mut child = Command::new(python)
-        .arg(workspace().join("crates/testkit/python").join(script))
-        .args(args)
+    let python = tokio::task::spawn_blocking(|| python_venv("requirements-client.lock", "target/python-mcp-client"))
+        .await
+        .expect("install the Python SDK");
+    let mut command = Command::new(python);
+    command.arg(workspace().join("crates/testkit/python").join(script)).args(args);
+    run_client(script, command, limit).await
+}
+
+/// Runs `crates/testkit/tsclient/{script}` with Node.js and today's official
+/// TypeScript MCP client (`tsclient/package-lock.json`, installed on first
+/// use) and `args`, for at most `limit`; its stdout on success, else its stderr.
+///
+/// # Panics
+/// When npm or node cannot run.
+pub async fn node_client(script: &str, args: &[&str], limit: std::time::Duration) -> Result<String, String> {
+    let dir = workspace().join("crates/testkit/tsclient");
+    tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        move || {
+            static INSTALL: Mutex<()> = Mutex::new(());
+            let _one_at_a_time = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+            if !dir.join("node_modules/@modelcontextprotocol/client/package.json").exists() {
+                let status = Command::new("npm")
+                    .args(["ci", "--no-audit", "--no-fund", "--silent"])
+                    .current_dir(&dir)
+                    .status()
+                    .expect("npm is needed to install the TypeScript client");
+                assert!(status.success(), "npm ci in {} failed", dir.display());
+            }
+        }
+    })
+    .await
+    .expect("install the TypeScript client");
+    let mut command = Command::new("node");
+    command.arg(dir.join(script)).args(args);
+    run_client(script, command, limit).await
+}
+
+/// Runs `command` for at most `limit`: its stdout on success, else its stderr.
+async fn run_client(name: &str, mut command: Command, limit: std::time::Duration) -> Result<String, String> {
+    let mut child = command
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("start python");
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
     let deadline = std::time::Instant::now() + limit;
-    while child.try_wait().expect("poll python").is_none() {
+    while child.try_wait().expect("poll the client").is_none() {
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
-            return Err(format!("{script} did not finish within {limit:?}"));
+            return Err(format!("{name} did not finish within {limit:?}"));
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let output = child.wait_with_output().expect("python output");
+    let output = child.wait_with_output().expect("the client's output");
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
@@ -220,15 +259,16 @@ pub async fn python_client(script: &str, args: &[&str], limit: std::time::Durati
     }
 }
 
-/// The virtualenv's python, after installing the pinned packages if needed.
-fn python_with_mcp() -> PathBuf {
+/// The python of the virtualenv `venv` (under the workspace), after
+/// installing the packages `crates/testkit/python/{lock}` pins if needed.
+fn python_venv(lock: &str, venv: &str) -> PathBuf {
     static INSTALL: Mutex<()> = Mutex::new(());
     let _one_at_a_time = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
-    let venv = workspace().join("target/python-mcp");
+    let venv = workspace().join(venv);
     let python = venv.join("bin/python");
-    let lock = workspace().join("crates/testkit/python/requirements.lock");
+    let lock = workspace().join("crates/testkit/python").join(lock);
     let marker = venv.join(".installed");
-    let wanted = std::fs::read_to_string(&lock).expect("requirements.lock");
+    let wanted = std::fs::read_to_string(&lock).expect("the lock file");
     if std::fs::read_to_string(&marker).is_ok_and(|installed| installed == wanted) {
         return python;
     }

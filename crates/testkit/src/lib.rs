@@ -26,7 +26,7 @@ use switchyard_protocol::version::LATEST;
 use tokio_util::sync::CancellationToken;
 
 pub use externals::{
-    AuthorizationServer, LegacyPythonServer, ServerProcess, guest_module, python_client, switchyard_binary,
+    AuthorizationServer, LegacyPythonServer, ServerProcess, guest_module, node_client, python_client, switchyard_binary,
 };
 pub use hostile_upstream::{Behaviour, HostileUpstream};
 pub use otlp::{OtlpReceiver, ReceivedSpan};

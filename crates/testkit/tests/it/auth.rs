@@ -330,21 +330,49 @@ async fn the_admin_api_needs_the_admin_scope_and_registered_scopes_gate_tools() 
     assert_eq!(document["scopes_supported"], json!(["math", "mcp", "units"]), "registered scopes are announced");
 }
 
-/// The used-by flow: the official Python SDK starts with no token, follows the
-/// 401 to the metadata and the authorization server, registers itself,
-/// completes authorization code + PKCE headlessly, and calls a tool.
+/// The used-by flow with today's official clients, the Python SDK (PyPI
+/// `mcp` 2.3) and the TypeScript client (`@modelcontextprotocol/client` 2.4),
+/// each in the 2025 era and in 2026-07-28, against a server with no scope
+/// configured (the metadata names none) and one with required scopes: each
+/// starts with no token, follows the 401 to the metadata and the
+/// authorization server, registers itself, completes authorization code +
+/// PKCE headlessly, and calls a tool.
 #[tokio::test]
-async fn a_real_client_authorizes_with_pkce_and_calls_a_tool() {
+async fn todays_official_clients_authorize_in_both_eras_with_and_without_scopes() {
     let authorization = AuthorizationServer::start().await;
-    let Secured { app, .. } = secured(&authorization, &[]).await;
-    let output = switchyard_testkit::python_client("oauth_client.py", &[app.url()], Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|stderr| panic!("the Python client failed:\n{stderr}"));
-    let outcome: Value = serde_json::from_str(output.trim()).unwrap_or_else(|_| panic!("not JSON: {output}"));
-    assert_eq!(outcome["text"], "hello through oauth");
-    // The client asked for what the challenge named, and got it for this resource.
-    assert!(outcome["scope"].as_str().unwrap_or_default().split(' ').any(|s| s == "mcp"), "{outcome}");
-    assert!(!outcome["client_id"].as_str().unwrap_or_default().is_empty(), "registered dynamically: {outcome}");
+    let issuers = format!("[{{ issuer = \"{}\" }}]", authorization.issuer());
+    for required in [None, Some("mcp")] {
+        let mut env = vec![("SWITCHYARD_AUTH__ISSUERS", issuers.as_str())];
+        env.extend(required.map(|scopes| ("SWITCHYARD_AUTH__REQUIRED_SCOPES", scopes)));
+        let listener = switchyard_http::bind(([127, 0, 0, 1], 0).into(), 128).expect("bind");
+        let app = App::start_on(listener, &env).await;
+        let flows =
+            [("python", "legacy"), ("python", "2026-07-28"), ("typescript", "legacy"), ("typescript", "2026-07-28")]
+                .map(|(client, mode)| {
+                    let url = app.url();
+                    async move {
+                        let limit = Duration::from_secs(60);
+                        let output = match client {
+                            "python" => switchyard_testkit::python_client("oauth_client.py", &[url, mode], limit).await,
+                            _ => switchyard_testkit::node_client("oauth_client.mjs", &[url, mode], limit).await,
+                        };
+                        (client, mode, output)
+                    }
+                });
+        for (client, mode, output) in futures::future::join_all(flows).await {
+            let case = format!("{client} {mode}, required scopes {required:?}");
+            let output = output.unwrap_or_else(|stderr| panic!("{case}: the client failed:\n{stderr}"));
+            let outcome: Value =
+                serde_json::from_str(output.trim()).unwrap_or_else(|_| panic!("{case}: not JSON: {output}"));
+            assert_eq!(outcome["text"], "hello through oauth", "{case}");
+            assert!(!outcome["client_id"].as_str().unwrap_or_default().is_empty(), "{case}: registered: {outcome}");
+            if let Some(scope) = required {
+                // The client asked for what the challenge named, and got it for this resource.
+                let granted = outcome["scope"].as_str().unwrap_or_default();
+                assert!(granted.split(' ').any(|s| s == scope), "{case}: {outcome}");
+            }
+        }
+    }
 }
 
 /// Two trusted issuers both work, and rate limits count per principal, not
