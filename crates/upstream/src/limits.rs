@@ -14,6 +14,14 @@ use std::time::Duration;
 pub struct UpstreamLimits {
     /// One JSON body, or one SSE event, from an upstream. Default 4 MiB.
     pub max_message_bytes: usize,
+    /// JSON values in one message (counted before it is parsed: a parsed
+    /// value takes about 32 bytes, so `[0,0,…]` would take 16 times its
+    /// size on the wire). Default 250,000 (about 8 MiB parsed).
+    pub max_message_values: usize,
+    /// Requests to one upstream in flight at once on a replica; more wait
+    /// for a place until their deadline. With the two bounds above, what
+    /// one upstream's answers can hold at once. Default 16.
+    pub max_in_flight: usize,
     /// Everything one request's SSE answer may carry before its response
     /// (progress, logs, requests we do not relay). Default 16 MiB.
     pub max_stream_bytes: usize,
@@ -23,6 +31,9 @@ pub struct UpstreamLimits {
     pub max_list_pages: usize,
     /// Bytes of every page of one refresh together. Default 8 MiB.
     pub max_list_bytes: usize,
+    /// JSON values of every page of one refresh together. Default 1,000,000
+    /// (about 32 MiB parsed).
+    pub max_list_values: usize,
     /// Deadline of one whole refresh (every page of every list); each page
     /// also has the spec's `timeout_ms`. Default 60 s.
     pub list_deadline: Duration,
@@ -46,10 +57,13 @@ impl Default for UpstreamLimits {
     fn default() -> Self {
         Self {
             max_message_bytes: 4 << 20,
+            max_message_values: 250_000,
+            max_in_flight: 16,
             max_stream_bytes: 16 << 20,
             max_list_items: 5_000,
             max_list_pages: 100,
             max_list_bytes: 8 << 20,
+            max_list_values: 1_000_000,
             list_deadline: Duration::from_secs(60),
             refresh_interval: Duration::from_secs(2),
             listen_idle_timeout: Duration::from_secs(300),
@@ -65,10 +79,13 @@ impl UpstreamLimits {
         let mut problems = Vec::new();
         for (key, value) in [
             ("max_message_bytes", self.max_message_bytes),
+            ("max_message_values", self.max_message_values),
+            ("max_in_flight", self.max_in_flight),
             ("max_stream_bytes", self.max_stream_bytes),
             ("max_list_items", self.max_list_items),
             ("max_list_pages", self.max_list_pages),
             ("max_list_bytes", self.max_list_bytes),
+            ("max_list_values", self.max_list_values),
         ] {
             if value == 0 {
                 problems.push(format!("upstream.{key} must be at least 1"));
@@ -96,6 +113,10 @@ impl UpstreamLimits {
 pub enum Bound {
     /// A JSON body or an SSE event too large.
     MessageBytes,
+    /// A JSON body or an SSE event with too many values.
+    MessageValues,
+    /// Too many requests to the upstream already in flight.
+    InFlight,
     /// An SSE answer too long before its response.
     StreamBytes,
     /// A list with too many items.
@@ -104,7 +125,9 @@ pub enum Bound {
     ListPages,
     /// A refresh too large, all pages together.
     ListBytes,
-    /// A listen stream carrying notifications faster than we read them.
+    /// A refresh with too many values, all pages together.
+    ListValues,
+    /// A listen stream carrying events faster than we take them.
     Flood,
 }
 
@@ -113,10 +136,13 @@ impl Bound {
     pub fn setting(self) -> &'static str {
         match self {
             Self::MessageBytes => "upstream.max_message_bytes",
+            Self::MessageValues => "upstream.max_message_values",
+            Self::InFlight => "upstream.max_in_flight",
             Self::StreamBytes => "upstream.max_stream_bytes",
             Self::ListItems => "upstream.max_list_items",
             Self::ListPages => "upstream.max_list_pages",
             Self::ListBytes => "upstream.max_list_bytes",
+            Self::ListValues => "upstream.max_list_values",
             Self::Flood => "upstream.refresh_interval",
         }
     }
@@ -125,10 +151,13 @@ impl Bound {
     pub fn label(self) -> &'static str {
         match self {
             Self::MessageBytes => "message_bytes",
+            Self::MessageValues => "message_values",
+            Self::InFlight => "in_flight",
             Self::StreamBytes => "stream_bytes",
             Self::ListItems => "list_items",
             Self::ListPages => "list_pages",
             Self::ListBytes => "list_bytes",
+            Self::ListValues => "list_values",
             Self::Flood => "flood",
         }
     }
@@ -137,6 +166,33 @@ impl Bound {
     pub(crate) fn record(self) {
         switchyard_telemetry::metrics().upstream_refused(self.label());
     }
+}
+
+/// How many JSON values `text` holds, counted in one pass without parsing
+/// it (every container, element and member key counts): what its parsed
+/// form will cost, so that a message small on the wire but dense in values
+/// is refused before it is parsed. Exact for valid JSON up to keys; what is
+/// not JSON fails its parse anyway.
+pub(crate) fn json_values(text: &[u8]) -> usize {
+    let (mut count, mut in_string, mut escaped) = (1_usize, false, false);
+    for &byte in text {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if byte == b'\\' {
+                escaped = true;
+            } else if byte == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b',' | b':' | b'[' | b'{' => count += 1,
+            _ => {}
+        }
+    }
+    count
 }
 
 /// Waits that double after each failure, up to a bound, and start over
@@ -175,6 +231,16 @@ mod tests {
         assert!(UpstreamLimits::default().problems().is_empty());
         let zero = UpstreamLimits { max_list_items: 0, refresh_interval: Duration::ZERO, ..UpstreamLimits::default() };
         assert_eq!(zero.problems().len(), 2, "{:?}", zero.problems());
+    }
+
+    #[test]
+    fn json_values_are_counted_without_parsing() {
+        assert_eq!(json_values(b"0"), 1);
+        assert_eq!(json_values(b"[0,0,0]"), 4, "the array and its three elements");
+        assert_eq!(json_values(br#"{"a":[1,{"b":"x,y:[{"}]}"#), 7, "two objects, two keys, an array, 1, a string");
+        assert_eq!(json_values(br#""\",[{""#), 1, "inside a string, escaped quote included");
+        let dense = format!("[{}0]", "0,".repeat(100_000));
+        assert!(json_values(dense.as_bytes()) > 100_000);
     }
 
     #[test]

@@ -13,15 +13,16 @@ use switchyard_protocol::headers;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{CallError, McpClient};
+use crate::client::{CallError, McpClient, Weight};
 use crate::limits::{Backoff, Bound};
 
 /// Bounds on how long upstream lists are cached, whatever the upstream says.
 const MIN_TTL: Duration = Duration::from_secs(1);
 const MAX_TTL: Duration = Duration::from_secs(3600);
-/// More notifications than this within one `refresh_interval` is a flood:
-/// the listen stream is dropped and reopened after a backoff, so an upstream
-/// cannot make us parse messages as fast as it can write them.
+/// More events than this (notifications, comments, anything) within one
+/// `refresh_interval` is a flood: the listen stream is dropped and reopened
+/// after a backoff, so an upstream cannot make us read its stream as fast as
+/// it can write it.
 const FLOOD_EVENTS: usize = 1000;
 
 /// The upstream's lists as last read.
@@ -52,7 +53,8 @@ impl Lists {
 pub struct UpstreamPlugin {
     id: String,
     client: Arc<McpClient>,
-    lists: Arc<RwLock<Lists>>,
+    /// Swapped whole on each refresh, so a reader holds one version without copying it.
+    lists: Arc<RwLock<Arc<Lists>>>,
     stop: CancellationToken,
 }
 
@@ -82,7 +84,7 @@ impl UpstreamPlugin {
         let plugin = Self { id: id.to_owned(), client, lists: Arc::default(), stop: CancellationToken::new() };
         let Some(changes) = changes else {
             let (lists, _) = fetch(&plugin.client).await?;
-            *plugin.lists.write().unwrap_or_else(|p| p.into_inner()) = lists;
+            *plugin.lists.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(lists);
             return Ok(plugin);
         };
         let (first_tx, first_rx) = oneshot::channel();
@@ -124,20 +126,28 @@ impl UpstreamPlugin {
             loop {
                 let refreshed_at = Instant::now();
                 let mut healthy = true;
+                // However often the TTL, the backoff or the upstream's
+                // notifications ask, one refresh per interval at most.
+                let not_before = refreshed_at + limits.refresh_interval;
                 let wait = match tokio::select! {
                     () = stop.cancelled() => return,
                     fetched = fetch(&client) => fetched,
                 } {
                     Ok((fresh, ttl)) => {
                         backoff.succeeded();
-                        let old =
-                            std::mem::replace(&mut *lists.write().unwrap_or_else(|p| p.into_inner()), fresh.clone());
+                        let fresh = Arc::new(fresh);
+                        let old = std::mem::replace(
+                            &mut *lists.write().unwrap_or_else(|p| p.into_inner()),
+                            Arc::clone(&fresh),
+                        );
+                        let changed = old.changed_kinds(&fresh);
+                        // Only the served copy is kept while the catalog rebuilds.
+                        drop((old, fresh));
                         // While `connect` still waits, the catalog reads these lists itself.
                         let waited = first.take().is_some_and(|first| first.send(Ok(())).is_ok());
-                        if !waited {
-                            for kind in old.changed_kinds(&fresh) {
-                                changes.changed(kind).await;
-                            }
+                        // The catalog rebuilds every list at once: one call, whatever changed.
+                        if let Some(&kind) = changed.first().filter(|_| !waited) {
+                            changes.changed(kind).await;
                         }
                         ttl
                     }
@@ -158,20 +168,19 @@ impl UpstreamPlugin {
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep(wait) => {}
                     // A failing upstream waits out its backoff, whatever it says.
-                    () = nudge.notified(), if healthy => {
-                        // However many notifications came, one refresh per interval.
-                        tokio::select! {
-                            () = stop.cancelled() => return,
-                            () = tokio::time::sleep_until((refreshed_at + limits.refresh_interval).into()) => {}
-                        }
-                    }
+                    () = nudge.notified(), if healthy => {}
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep_until(not_before.into()) => {}
                 }
             }
         });
     }
 
-    fn tool_definition(&self, name: &str) -> Option<Value> {
-        self.lists.read().unwrap_or_else(|p| p.into_inner()).tools.iter().find(|t| t["name"] == name).cloned()
+    /// The lists as last read.
+    fn lists(&self) -> Arc<Lists> {
+        Arc::clone(&self.lists.read().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
@@ -205,7 +214,7 @@ async fn follow_listen_stream(
                     flooded = true;
                     return ControlFlow::Break(());
                 }
-                if method.ends_with("/list_changed") {
+                if method.is_some_and(|method| method.ends_with("/list_changed")) {
                     nudge.notify_one();
                 }
                 ControlFlow::Continue(())
@@ -217,13 +226,25 @@ async fn follow_listen_stream(
             if flooded {
                 Bound::Flood.record();
                 tracing::warn!(upstream = %client.spec().url, "the upstream floods its listen stream; reopening it after a backoff");
-            } else if let Err(error) = outcome {
-                tracing::debug!(%error, "upstream listen stream ended");
-            } else if opened.elapsed() > Duration::from_secs(30) {
-                // A stream that stayed up a while was healthy: reconnect soon.
-                backoff.succeeded();
+            } else {
+                if let Err(error) = outcome {
+                    tracing::debug!(%error, "upstream listen stream ended");
+                }
+                // A stream that stayed up a while was healthy, however it
+                // ended (an idle cut, a reset): reconnect soon.
+                if opened.elapsed() > Duration::from_secs(30) {
+                    backoff.succeeded();
+                }
             }
             nudge.notify_one();
+        } else {
+            // Not (yet) known to be stateless: no stream to open; look again
+            // soon, so a stream opens soon after an upstream that was down returns.
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(limits.refresh_interval) => {}
+            }
+            continue;
         }
         tokio::select! {
             () = stop.cancelled() => return,
@@ -243,7 +264,7 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
     let limits = client.limits();
     let mut ttl: Option<Duration> = None;
     let mut lists = Lists::default();
-    let mut bytes = 0_usize;
+    let mut taken = Weight::default();
     for (method, key) in [
         ("tools/list", "tools"),
         ("prompts/list", "prompts"),
@@ -265,14 +286,21 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
             if let Some(cursor) = &cursor {
                 params.insert("cursor".into(), json!(cursor));
             }
-            let (mut page, size) = match client.request_sized(method, params, None, &[], None).await {
+            let (mut page, weight) = match client.request_sized(method, params, None, &[], None).await {
                 Ok(page) => page,
                 // An upstream without prompts or resources says so with -32601.
                 Err(CallError::Rpc { code: -32601, .. }) => break,
                 Err(error) => return Err(error),
             };
-            bytes = bytes.saturating_add(size);
-            if bytes > limits.max_list_bytes {
+            taken.bytes = taken.bytes.saturating_add(weight.bytes);
+            taken.values = taken.values.saturating_add(weight.values);
+            if taken.values > limits.max_list_values {
+                return Err(CallError::limit(
+                    Bound::ListValues,
+                    format!("the lists hold more than {} JSON values", limits.max_list_values),
+                ));
+            }
+            if taken.bytes > limits.max_list_bytes {
                 return Err(CallError::limit(
                     Bound::ListBytes,
                     format!("the lists exceed {} bytes", limits.max_list_bytes),
@@ -303,7 +331,10 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
             _ => lists.templates = items,
         }
     }
-    let ttl = ttl.unwrap_or(client.spec().list_ttl).clamp(MIN_TTL, MAX_TTL);
+    // At least the refresh interval: `ttlMs: 0` must not buy a refresh a second.
+    let ttl = ttl
+        .unwrap_or(client.spec().list_ttl)
+        .clamp(MIN_TTL.max(limits.refresh_interval), MAX_TTL.max(limits.refresh_interval));
     Ok((lists, ttl))
 }
 
@@ -338,19 +369,19 @@ impl Plugin for UpstreamPlugin {
     }
 
     fn tools(&self) -> Vec<Value> {
-        self.lists.read().unwrap_or_else(|p| p.into_inner()).tools.clone()
+        self.lists().tools.clone()
     }
 
     fn prompts(&self) -> Vec<Value> {
-        self.lists.read().unwrap_or_else(|p| p.into_inner()).prompts.clone()
+        self.lists().prompts.clone()
     }
 
     fn resources(&self) -> Vec<Value> {
-        self.lists.read().unwrap_or_else(|p| p.into_inner()).resources.clone()
+        self.lists().resources.clone()
     }
 
     fn resource_templates(&self) -> Vec<Value> {
-        self.lists.read().unwrap_or_else(|p| p.into_inner()).templates.clone()
+        self.lists().templates.clone()
     }
 
     fn call_tool<'a>(
@@ -362,7 +393,8 @@ impl Plugin for UpstreamPlugin {
         Box::pin(async move {
             // Arguments the upstream's tool mirrors into headers (SEP-2243).
             let mut extra = Vec::new();
-            if let Some(definition) = self.tool_definition(name)
+            let lists = self.lists();
+            if let Some(definition) = lists.tools.iter().find(|t| t["name"] == name)
                 && let Some(properties) = definition["inputSchema"]["properties"].as_object()
             {
                 for (argument, property) in properties {

@@ -29,6 +29,10 @@ pub struct RawUpstream {
     pub secret_dirs: Option<StringList>,
     /// One JSON body or SSE event from an upstream, bytes. Default 4 MiB.
     pub max_message_bytes: Option<usize>,
+    /// JSON values in one such message. Default 250000.
+    pub max_message_values: Option<usize>,
+    /// Requests to one upstream in flight at once on a replica. Default 16.
+    pub max_in_flight: Option<usize>,
     /// One request's whole SSE answer, bytes. Default 16 MiB.
     pub max_stream_bytes: Option<usize>,
     /// Items in one upstream list, across its pages. Default 5000.
@@ -37,6 +41,8 @@ pub struct RawUpstream {
     pub max_list_pages: Option<usize>,
     /// Every page of one list refresh together, bytes. Default 8 MiB.
     pub max_list_bytes: Option<usize>,
+    /// JSON values of every page of one list refresh together. Default 1000000.
+    pub max_list_values: Option<usize>,
     /// Deadline of one whole list refresh. Default "60s".
     pub list_deadline: Option<String>,
     /// Least time between two refreshes an upstream's `list_changed`
@@ -126,10 +132,13 @@ fn upstream_limits(upstream: &RawUpstream, problems: &mut Vec<String>) -> Upstre
         max_backoff: duration("max_backoff", upstream.max_backoff.as_ref(), defaults.max_backoff),
         first_lists_wait: duration("first_lists_wait", upstream.first_lists_wait.as_ref(), defaults.first_lists_wait),
         max_message_bytes: upstream.max_message_bytes.unwrap_or(defaults.max_message_bytes),
+        max_message_values: upstream.max_message_values.unwrap_or(defaults.max_message_values),
+        max_in_flight: upstream.max_in_flight.unwrap_or(defaults.max_in_flight),
         max_stream_bytes: upstream.max_stream_bytes.unwrap_or(defaults.max_stream_bytes),
         max_list_items: upstream.max_list_items.unwrap_or(defaults.max_list_items),
         max_list_pages: upstream.max_list_pages.unwrap_or(defaults.max_list_pages),
         max_list_bytes: upstream.max_list_bytes.unwrap_or(defaults.max_list_bytes),
+        max_list_values: upstream.max_list_values.unwrap_or(defaults.max_list_values),
     };
     problems.extend(limits.problems());
     limits

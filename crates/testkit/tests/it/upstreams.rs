@@ -75,7 +75,8 @@ async fn echo(client: &Client) -> Value {
 }
 
 /// Every way an upstream's lists can lie: an endless body, endless pages, too
-/// many items, JSON a million deep, no answer at all. Each refresh is refused
+/// many items, a page small on the wire but dense in values, JSON 100,000
+/// deep, no answer at all. Each refresh is refused
 /// at its bound on both replicas, the last good lists stay served, the
 /// replicas' other tools answer, and neither grows past the memory bound.
 #[tokio::test]
@@ -105,6 +106,7 @@ async fn an_upstream_whose_lists_lie_is_refused_and_no_replica_falls() {
         (Behaviour::EndlessList, Some("message_bytes"), "h_t"),
         (Behaviour::EndlessPages, Some("list_pages"), "h_page"),
         (Behaviour::ManyItems, Some("list_items"), "h_t"),
+        (Behaviour::DenseList, Some("message_values"), "h_dense"),
         (Behaviour::DeepJson, None, "h_t"),
         (Behaviour::Hang, None, "h_t"),
     ] {
@@ -145,8 +147,8 @@ async fn an_upstream_whose_lists_lie_is_refused_and_no_replica_falls() {
     database.remove().await;
 }
 
-/// Calls whose answers lie: an SSE event that never ends, a JSON body that
-/// never ends, JSON a million deep. Each is an `isError` naming the bound
+/// Calls whose answers lie: an SSE event that never ends, an SSE answer of
+/// progress without end and no response, JSON 100,000 deep. Each is an `isError` naming the bound
 /// (or the parse failure), well before the call's deadline; the replica's
 /// other tools answer and its memory stays bounded.
 #[tokio::test]
@@ -165,9 +167,11 @@ async fn a_call_whose_answer_lies_is_a_tool_error_and_nothing_more() {
         tool_names(&client).await.contains(&"h_ok".to_owned())
     })
     .await;
-    for (behaviour, says) in
-        [(Behaviour::EndlessEvent, "upstream.max_message_bytes"), (Behaviour::DeepJson, "recursion limit")]
-    {
+    for (behaviour, says) in [
+        (Behaviour::EndlessEvent, "upstream.max_message_bytes"),
+        (Behaviour::EndlessProgress, "upstream.max_stream_bytes"),
+        (Behaviour::DeepJson, "recursion limit"),
+    ] {
         upstream.become_(behaviour);
         let started = Instant::now();
         let reply = client.request("tools/call", json!({"name": "h_ok", "arguments": {}})).await;
@@ -179,6 +183,7 @@ async fn a_call_whose_answer_lies_is_a_tool_error_and_nothing_more() {
         assert_eq!(echo(&client).await["content"][0]["text"], "still here");
     }
     assert!(refusals(&replica, "message_bytes").await >= 1);
+    assert!(refusals(&replica, "stream_bytes").await >= 1);
     assert!(replica.is_running());
     let peak = replica.peak_resident_bytes();
     assert!(peak < PEAK_RESIDENT_BOUND, "peak resident memory {} MiB", peak >> 20);

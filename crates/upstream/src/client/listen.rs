@@ -1,0 +1,69 @@
+//! [`McpClient::listen`]: the upstream's own `subscriptions/listen` stream,
+//! read under the bounds on each event and on its silence.
+
+use std::ops::ControlFlow;
+
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use switchyard_protocol::{meta, version};
+
+use super::{CallError, Era, McpClient, sse_refused};
+use crate::sse::SseBuffer;
+
+impl McpClient {
+    /// Opens the upstream's `subscriptions/listen` stream for list changes
+    /// and calls `on_event` for each event on it (with the method of a
+    /// notification, `None` for anything else: comments, other messages),
+    /// until the stream ends, `on_event` breaks, or the stream stays silent
+    /// (not even a keep-alive) for `listen_idle_timeout`. Only for stateless
+    /// upstreams.
+    ///
+    /// # Errors
+    /// When the stream cannot be opened in time, breaks, or breaks a bound.
+    pub async fn listen(&self, mut on_event: impl FnMut(Option<&str>) -> ControlFlow<()>) -> Result<(), CallError> {
+        let era = Era::Stateless;
+        let params = json!({
+            "notifications": {"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true},
+            "_meta": { meta::PROTOCOL_VERSION: version::LATEST, meta::CLIENT_CAPABILITIES: {} }
+        });
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "subscriptions/listen", "params": params});
+        let opening = async {
+            let headers = self.headers(&era, "subscriptions/listen", None).await?;
+            let sent = self.http.post(self.spec.url.clone()).headers(headers).body(body.to_string()).send();
+            sent.await.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))
+        };
+        let response = tokio::time::timeout(self.spec.timeout, opening)
+            .await
+            .map_err(|_| CallError::Timeout(self.spec.timeout))??;
+        if !response.status().is_success() {
+            return Err(CallError::Transport(format!("listen answered HTTP {}", response.status())));
+        }
+        let mut events = SseBuffer::new(self.limits.max_message_bytes, self.limits.max_message_values);
+        let mut stream = response.bytes_stream();
+        loop {
+            let Ok(chunk) = tokio::time::timeout(self.limits.listen_idle_timeout, stream.next()).await else {
+                return Err(CallError::Timeout(self.limits.listen_idle_timeout));
+            };
+            let Some(chunk) = chunk else { return Ok(()) };
+            let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
+            let before = events.events();
+            let messages = events.push(&chunk).map_err(sse_refused)?;
+            // Every event counts, not only notifications: comments and other
+            // messages cost reading too.
+            let others = (events.events() - before).saturating_sub(messages.len());
+            for _ in 0..others {
+                if on_event(None).is_break() {
+                    return Ok(());
+                }
+            }
+            for message in messages.iter().map(|m| &m.value) {
+                if message.get("id") == Some(&body["id"]) {
+                    return Ok(()); // the listen result: the upstream is shutting the stream
+                }
+                if on_event(message.get("method").and_then(Value::as_str)).is_break() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
