@@ -207,9 +207,11 @@ impl McpClient {
         extra: &[(String, String)],
         deadline: Option<Instant>,
     ) -> Result<(Value, Weight), CallError> {
-        let timeout =
-            deadline.map_or(self.spec.timeout, |d| d.saturating_duration_since(Instant::now()).min(self.spec.timeout));
-        let deadline = tokio::time::Instant::now() + timeout;
+        // The caller's deadline itself, not a duration from now: the call's
+        // own deadline must not pass before ours, or our error never shows.
+        let own = tokio::time::Instant::now() + self.spec.timeout;
+        let deadline = deadline.map_or(own, |d| tokio::time::Instant::from_std(d).min(own));
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
         // What one upstream's answers can hold at once is bounded by how many are awaited.
         let Ok(Ok(_place)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await else {
             return Err(CallError::limit(

@@ -244,3 +244,42 @@ async fn an_upstream_that_hangs_holds_up_no_other_plugin() {
     drop((first, second));
     database.remove().await;
 }
+
+/// Requests to an upstream that stops answering hold at most
+/// `max_in_flight` places; a call that finds none free waits for one until
+/// its deadline and is then refused naming the bound, without reaching the
+/// upstream, so one upstream's stalled answers cannot pile up without end.
+/// The replica's other tools answer meanwhile.
+#[tokio::test]
+async fn calls_to_a_stalled_upstream_wait_for_a_place_and_no_more() {
+    let upstream = HostileUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("registry.db").display());
+    let mut env = replica_env(&database);
+    env.push(("SWITCHYARD_UPSTREAM__MAX_IN_FLIGHT", "1".into()));
+    // Calls give up long before the list refresh that holds the one place.
+    env.push(("SWITCHYARD_SERVER__CALL_TIMEOUT", "500ms".into()));
+    let replica = start_replica(&env).await;
+    let spec = json!({"url": upstream.url(), "timeout_ms": 10000});
+    register(&replica, json!({"namespace": "h", "kind": "upstream", "spec": spec})).await;
+    let client = replica.client();
+    until("the replica follows the upstream", Duration::from_secs(10), async || {
+        tool_names(&client).await.contains(&"h_ok".to_owned()) && upstream.listen_streams() == 1
+    })
+    .await;
+    let listed = upstream.asked("tools/list");
+    upstream.become_(Behaviour::Hang);
+    until("a refresh stalls in the one place", Duration::from_secs(10), async || upstream.asked("tools/list") > listed)
+        .await;
+    let call = || client.request("tools/call", json!({"name": "h_ok", "arguments": {}}));
+    let (first, second, other) = tokio::join!(call(), call(), echo(&client));
+    assert_eq!(other["content"][0]["text"], "still here");
+    for reply in [first, second] {
+        assert_eq!(reply.result()["isError"], true, "{:?}", reply.messages);
+        let text = reply.result()["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("upstream.max_in_flight"), "{text}");
+    }
+    assert_eq!(upstream.asked("tools/call"), 0, "no call reached the upstream");
+    assert!(refusals(&replica, "in_flight").await >= 2);
+    upstream.become_(Behaviour::Honest);
+}
