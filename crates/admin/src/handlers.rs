@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchyard_bus::Event;
+use switchyard_bus::{Event, Published};
 use switchyard_registry::{NewPlugin, PluginKind, PluginRecord, parse_namespace, validate_scopes};
 
 use crate::State;
@@ -257,16 +257,38 @@ pub(crate) async fn resource_updated(
     if !valid {
         return Err(Problem::invalid("uri", "must be an absolute URI (scheme:…) of at most 2048 characters"));
     }
-    if let Err(error) = state.bus.publish(Event::ResourceUpdated { uri: request.uri.clone() }).await {
-        tracing::warn!(%error, "could not publish resources/updated");
-        return Err(Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "bus_unavailable",
-            "this replica's listen streams heard it, other replicas' did not (the bus is down); retry later",
-        ));
+    let event = Event::ResourceUpdated { uri: request.uri.clone() };
+    let published = match idempotency_key(&headers)? {
+        // Keys are the caller's own: two callers cannot collide.
+        Some(key) => state.bus.publish_once(event, &format!("{}:{key}", actor.0)).await,
+        None => state.bus.publish(event).await.map(|()| Published::Now),
+    };
+    match published {
+        Ok(Published::Now) => tracing::info!(actor = %actor.0, "resources/updated published"),
+        Ok(Published::Already) => tracing::info!(actor = %actor.0, "resources/updated already published under its key"),
+        Err(switchyard_bus::Error::KeyReused) => {
+            return Err(Problem::invalid("Idempotency-Key", "was used for another event in the last ten minutes"));
+        }
+        Err(error) => {
+            tracing::warn!(%error, "could not publish resources/updated");
+            return Err(Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "bus_unavailable",
+                "not published: no listen stream heard it (the bus cannot reach Redis); \
+                 retry later, with an Idempotency-Key so that it is heard once",
+            ));
+        }
     }
-    tracing::info!(actor = %actor.0, "resources/updated published");
     Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// The `Idempotency-Key` header, if any: 1 to 128 visible ASCII characters.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, Problem> {
+    let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
+    match value.to_str() {
+        Ok(key) if (1..=128).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic()) => Ok(Some(key)),
+        _ => Err(Problem::bad_request("Idempotency-Key: must be 1 to 128 visible ASCII characters")),
+    }
 }
 
 pub(crate) async fn upload(Extract(state): Extract<State>, headers: HeaderMap, body: Bytes) -> Answer {

@@ -8,7 +8,11 @@
 //! between replicas without touching anything above it.
 //!
 //! Even a single process publishes through the bus, so the one-replica path is
-//! the same path that scales out. [`testing`] starts Redis servers and
+//! the same path that scales out. A publish that returns `Ok` was carried
+//! (across replicas: appended to a durable log first); one that fails was
+//! delivered nowhere. A subscriber receives each event at most once, and
+//! hears a [`Delivery::Gap`] whenever events may have been lost, never
+//! silence. [`testing`] starts Redis servers and
 //! clusters of a test's own. [`marks`] keeps single-use marks on the same
 //! Redis (or in process), which `core` needs to refuse a replayed
 //! `requestState` on every replica.
@@ -23,7 +27,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 pub use memory::InMemoryBus;
-pub use redis::{RedisBus, RedisConfig};
+pub use redis::{DEFAULT_LOG_MAX_LEN, RedisBus, RedisConfig};
 pub use wire::BusKey;
 
 /// Something that changed, as every replica needs to hear it.
@@ -80,10 +84,16 @@ pub enum Event {
         /// `{"result": …}` or `{"error": …}`, as the client sent it.
         response: serde_json::Value,
     },
-    /// The bus was cut off from other replicas and is back: events may have
-    /// been missed, so whoever keeps state derived from them compares it
-    /// afresh. Local only.
+    /// The bus was cut off from other replicas and is back. What they
+    /// carried meanwhile is delivered next (or a [`Delivery::Gap`] says it
+    /// cannot be); what failed to publish meanwhile was carried nowhere, so
+    /// whoever derives state from a store (the catalog from the registry)
+    /// compares it afresh. Local only.
     BusReconnected,
+    /// A replica failed to publish while it was cut off from the others (so
+    /// those events were delivered nowhere, not even there) and tells every
+    /// replica once it can. Subscribers hear it as a [`Delivery::Gap`].
+    EventsLost,
 }
 
 impl Event {
@@ -99,6 +109,7 @@ impl Event {
             Self::TaskCancelled { .. } => "task_cancelled",
             Self::RelayedAnswer { .. } => "relayed_answer",
             Self::BusReconnected => "bus_reconnected",
+            Self::EventsLost => "events_lost",
         }
     }
 
@@ -114,6 +125,7 @@ impl Event {
                 | Self::RelayedAnswer { .. }
                 | Self::TaskCancelled { .. }
                 | Self::TaskStatus { .. }
+                | Self::EventsLost
         )
     }
 }
@@ -124,9 +136,14 @@ pub enum Error {
     /// The bus has no subscribers and is shutting down.
     #[error("the bus is closed")]
     Closed,
-    /// The event was delivered locally but could not be sent to other replicas.
+    /// The event could not be carried to the other replicas, and was
+    /// delivered nowhere (not here either): publishing it again is safe.
     #[error("could not reach the other replicas: {0}")]
     Transport(String),
+    /// The idempotency key was used for another event within
+    /// [`IDEMPOTENCY_WINDOW`]; nothing was published.
+    #[error("the idempotency key was used for another event")]
+    KeyReused,
 }
 
 /// A crate-local result.
@@ -135,32 +152,74 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// What a subscriber receives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
-    /// An event, in publish order.
+    /// An event. A subscriber never receives the same published event twice.
     Event(Event),
-    /// The subscriber fell behind and `missed` events were dropped; it must
-    /// assume every list may have changed.
-    Lagged {
-        /// How many events were lost.
-        missed: u64,
+    /// Events may have been lost: the subscriber fell behind in this process,
+    /// or this replica could not read everything the others published (the
+    /// log was trimmed past where it stood, or Redis lost it). Whoever keeps
+    /// state derived from events must assume anything may have changed.
+    Gap {
+        /// How many events were lost, when that is known.
+        missed: Option<u64>,
     },
+}
+
+/// Whether a publish with an idempotency key carried the event, or found
+/// that an earlier publish with the same key already had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// The event was carried now.
+    Now,
+    /// A publish with this key was carried before (within
+    /// [`IDEMPOTENCY_WINDOW`]); this one was not, so nobody hears it twice.
+    Already,
+}
+
+/// How long an idempotency key is remembered.
+pub const IDEMPOTENCY_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// What an idempotency key is bound to: the event's SHA-256 (hex), so a
+/// key used again for another event is refused rather than swallowed.
+pub(crate) fn fingerprint(event: &Event) -> String {
+    use sha2::Digest as _;
+    let json = serde_json::to_vec(event).unwrap_or_default();
+    sha2::Sha256::digest(json).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The bus: publish events, and subscribe to every event published anywhere.
 pub trait NotificationBus: Send + Sync + 'static {
     /// Publishes an event to every subscriber, on every replica the
-    /// implementation reaches.
+    /// implementation reaches. `Ok` means carried: an event that crosses
+    /// replicas was durably handed to the transport first. An error means
+    /// it was delivered nowhere, here included, so a retry is safe.
     ///
     /// # Errors
     /// When the event could not be handed to the transport.
     fn publish(&self, event: Event) -> BoxFuture<'_, Result<()>>;
 
+    /// [`publish`](Self::publish), at most once per `key` within
+    /// [`IDEMPOTENCY_WINDOW`] on every replica the implementation reaches:
+    /// for a publisher that retries after an error or a lost answer.
+    ///
+    /// # Errors
+    /// As `publish`; a failed publish does not use up the key. A key used
+    /// for another event is [`Error::KeyReused`].
+    fn publish_once<'a>(&'a self, event: Event, key: &'a str) -> BoxFuture<'a, Result<Published>>;
+
     /// A new subscription that receives every event published after this call.
     fn subscribe(&self) -> Subscription;
 }
 
+/// What the buses put on their local fan-out channel.
+#[derive(Debug, Clone)]
+pub(crate) enum Local {
+    Event(Event),
+    Gap { missed: Option<u64> },
+}
+
 /// A stream of deliveries from the bus. Dropping it unsubscribes.
 pub struct Subscription {
-    inner: tokio::sync::broadcast::Receiver<Event>,
+    inner: tokio::sync::broadcast::Receiver<Local>,
 }
 
 impl Subscription {
@@ -168,8 +227,13 @@ impl Subscription {
     pub async fn recv(&mut self) -> Option<Delivery> {
         use tokio::sync::broadcast::error::RecvError;
         match self.inner.recv().await {
-            Ok(event) => Some(Delivery::Event(event)),
-            Err(RecvError::Lagged(missed)) => Some(Delivery::Lagged { missed }),
+            Ok(Local::Event(Event::EventsLost)) => Some(Delivery::Gap { missed: None }),
+            Ok(Local::Event(event)) => Some(Delivery::Event(event)),
+            Ok(Local::Gap { missed }) => Some(Delivery::Gap { missed }),
+            Err(RecvError::Lagged(missed)) => {
+                switchyard_telemetry::metrics().bus_gap("lagged");
+                Some(Delivery::Gap { missed: Some(missed) })
+            }
             Err(RecvError::Closed) => None,
         }
     }

@@ -99,7 +99,7 @@ impl RedisMarks {
                 .build()?;
             Link::Cluster(client.get_async_connection().await?)
         } else {
-            let client = config.client(false)?;
+            let client = config.client()?;
             let manager_config = redis::aio::ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(connect_timeout))
                 .set_response_timeout(Some(response_timeout))
@@ -150,6 +150,7 @@ mod tests {
             prefix: format!("switchyard-marks-{:x}:", rand::random::<u64>()),
             cluster: false,
             keys: Vec::new(),
+            log_max_len: 10,
         };
         let (one, two) = (RedisMarks::connect(&config).await.unwrap(), RedisMarks::connect(&config).await.unwrap());
         assert_eq!(one.first_use("state", in_a_minute()).await, Ok(true));

@@ -3,21 +3,41 @@
 use futures::future::BoxFuture;
 use tokio::sync::broadcast;
 
-use crate::{Event, NotificationBus, Result, Subscription};
+use crate::{Error, Event, IDEMPOTENCY_WINDOW, Local, NotificationBus, Published, Result, Subscription};
 
 /// How many events a slow subscriber may fall behind before it is told it lagged.
 const CAPACITY: usize = 1024;
 
+/// How many idempotency keys are remembered at most (each for
+/// [`IDEMPOTENCY_WINDOW`]); beyond it the oldest are forgotten first.
+const REMEMBERED_KEYS: u64 = 100_000;
+
 /// A bus that reaches the subscribers of this process only.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct InMemoryBus {
-    sender: broadcast::Sender<Event>,
+    sender: broadcast::Sender<Local>,
+    /// Each key's event fingerprint.
+    published_keys: moka::sync::Cache<String, String>,
+}
+
+impl std::fmt::Debug for InMemoryBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InMemoryBus").finish_non_exhaustive()
+    }
 }
 
 impl InMemoryBus {
     /// A new, empty bus.
     pub fn new() -> Self {
-        Self { sender: broadcast::channel(CAPACITY).0 }
+        let published_keys =
+            moka::sync::Cache::builder().max_capacity(REMEMBERED_KEYS).time_to_live(IDEMPOTENCY_WINDOW).build();
+        Self { sender: broadcast::channel(CAPACITY).0, published_keys }
+    }
+
+    fn deliver(&self, event: Event) {
+        switchyard_telemetry::metrics().bus_published(event.kind(), true);
+        // No subscriber is not an error: nobody is listening yet.
+        let _ = self.sender.send(Local::Event(event));
     }
 }
 
@@ -29,10 +49,22 @@ impl Default for InMemoryBus {
 
 impl NotificationBus for InMemoryBus {
     fn publish(&self, event: Event) -> BoxFuture<'_, Result<()>> {
-        switchyard_telemetry::metrics().bus_published(event.kind(), true);
-        // No subscriber is not an error: nobody is listening yet.
-        let _ = self.sender.send(event);
+        self.deliver(event);
         Box::pin(async { Ok(()) })
+    }
+
+    fn publish_once<'a>(&'a self, event: Event, key: &'a str) -> BoxFuture<'a, Result<Published>> {
+        let fingerprint = crate::fingerprint(&event);
+        let entry = self.published_keys.entry_by_ref(key).or_insert(fingerprint.clone());
+        let published = if entry.is_fresh() {
+            self.deliver(event);
+            Ok(Published::Now)
+        } else if *entry.value() == fingerprint {
+            Ok(Published::Already)
+        } else {
+            Err(Error::KeyReused)
+        };
+        Box::pin(async move { published })
     }
 
     fn subscribe(&self) -> Subscription {
@@ -72,7 +104,22 @@ mod tests {
         for v in 0..(CAPACITY as u64 + 10) {
             bus.publish(Event::ToolsListChanged { catalog_version: v }).await.unwrap();
         }
-        assert_eq!(sub.recv().await, Some(Delivery::Lagged { missed: 10 }));
+        assert_eq!(sub.recv().await, Some(Delivery::Gap { missed: Some(10) }));
+    }
+
+    #[tokio::test]
+    async fn a_key_publishes_once() {
+        let bus = InMemoryBus::new();
+        let mut sub = bus.subscribe();
+        let event = Event::ResourceUpdated { uri: "file:///a".into() };
+        assert_eq!(bus.publish_once(event.clone(), "k").await.unwrap(), Published::Now);
+        assert_eq!(bus.publish_once(event.clone(), "k").await.unwrap(), Published::Already);
+        assert_eq!(bus.publish_once(event.clone(), "other").await.unwrap(), Published::Now);
+        let another = Event::ResourceUpdated { uri: "file:///b".into() };
+        assert!(matches!(bus.publish_once(another, "k").await, Err(Error::KeyReused)), "a key is bound to its event");
+        assert_eq!(sub.recv().await, Some(Delivery::Event(event.clone())));
+        assert_eq!(sub.recv().await, Some(Delivery::Event(event)));
+        assert!(sub.inner.try_recv().is_err(), "the repeat was delivered to no one");
     }
 
     #[test]

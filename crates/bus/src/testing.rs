@@ -221,3 +221,63 @@ impl Drop for RedisCluster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A TCP relay in front of a Redis server that a test can cut and restore:
+/// whoever connects through it (one replica) is cut off from Redis, its
+/// connections dropped and new ones refused, while the others go on.
+#[derive(Debug)]
+pub struct Partition {
+    port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl Partition {
+    /// Starts relaying from a free loopback port to `target`'s port.
+    ///
+    /// # Panics
+    /// When it cannot listen on loopback.
+    pub async fn start(target: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let port = listener.local_addr().expect("its address").port();
+        let (cut, is_cut) = tokio::sync::watch::channel(false);
+        let accepting = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if *is_cut.borrow() {
+                    continue; // dropped: refused
+                }
+                let mut is_cut = is_cut.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = is_cut.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Self { port, cut, accepting }
+    }
+
+    /// `redis://` through the relay.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Drops every relayed connection and refuses new ones.
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    /// Relays again.
+    pub fn restore(&self) {
+        self.cut.send_replace(false);
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.cut();
+        self.accepting.abort();
+    }
+}

@@ -4,12 +4,13 @@
 //! `s2.{key id}.{MAC}.{envelope}`: the envelope is JSON, `{"v": 2, "origin":
 //! "<replica>", "event": {…}, "sent_ms": …}`, and the MAC is HMAC-SHA256,
 //! under the named [`BusKey`], of the channel's name, a newline and exactly
-//! those bytes (base64url, unpadded). The channel in the MAC keeps a message
-//! from being replayed into another deployment's channel; `sent_ms` in it
-//! keeps a recorded message from being replayed later than [`FRESH_FOR`].
+//! those bytes (base64url, unpadded). The channel (the log's key name) in
+//! the MAC keeps a message from being replayed into another deployment's
+//! log; `sent_ms` in it keeps a recorded message from being appended again
+//! later than [`FRESH_FOR`] after it was signed.
 //! Every replica holds the same keys; the first signs and all verify, so a
 //! key is rotated like `state.keys` (add the new one second, then move it
-//! first, then drop the old). Whoever can `PUBLISH` to the channel but holds
+//! first, then drop the old). Whoever can write to the log but holds
 //! no key cannot inject an event: a message that does not verify is dropped
 //! and counted (`switchyard.bus.rejected`).
 
@@ -25,8 +26,10 @@ use crate::Event;
 const WIRE_VERSION: u32 = 2;
 /// What opens every message of this version.
 const TAG: &str = "s2";
-/// How far a message's `sent_ms` may be from this replica's clock (either
-/// way: two hosts' clocks differ): older ones are replays.
+/// How far a message's `sent_ms` may be from when Redis appended it to the
+/// log (either way: two hosts' clocks differ): a message appended again
+/// later is a replay. (Measured against the append, not the read, so a
+/// replica that catches up after a long outage still reads old entries.)
 const FRESH_FOR: u64 = 5 * 60 * 1000;
 
 /// A key the replicas share for the bus's MACs.
@@ -74,34 +77,41 @@ struct Envelope {
     /// When it was published (Unix milliseconds, the sender's clock): for
     /// the lag metric, and to refuse replays.
     sent_ms: u64,
+    /// Numbers the sender's publishes: one publish appended twice (a retried
+    /// command) is read once.
+    #[serde(default)]
+    nonce: u64,
 }
 
 /// A message read off the channel.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Received {
     pub(crate) origin: String,
+    pub(crate) nonce: u64,
     pub(crate) event: Event,
     pub(crate) sent_ms: u64,
 }
 
-/// The message for `event` on `channel`, signed with the first of `keys`.
+/// The message for `event` on `channel`, the `nonce`th publish of replica
+/// `origin`, signed with the first of `keys`.
 pub(crate) fn encode(
     keys: &[BusKey],
     channel: &str,
-    origin: &str,
+    (origin, nonce): (&str, u64),
     event: &Event,
     sent_ms: u64,
 ) -> Result<String, String> {
     let key = keys.first().ok_or("no bus key")?;
     let event = serde_json::to_value(event).map_err(|e| e.to_string())?;
-    let envelope = serde_json::to_string(&Envelope { v: WIRE_VERSION, origin: origin.to_owned(), event, sent_ms })
-        .map_err(|e| e.to_string())?;
+    let envelope = Envelope { v: WIRE_VERSION, origin: origin.to_owned(), event, sent_ms, nonce };
+    let envelope = serde_json::to_string(&envelope).map_err(|e| e.to_string())?;
     let mac = URL_SAFE_NO_PAD.encode(key.mac(channel, envelope.as_bytes()).finalize().into_bytes());
     Ok(format!("{TAG}.{}.{mac}.{envelope}", key.id))
 }
 
-/// Reads a message received on `channel` at `now_ms`, if one of `keys`
-/// authenticates it for that channel and it is fresh.
+/// Reads a message read from `channel` (the log's key) that Redis appended
+/// at `now_ms`, if one of `keys` authenticates it for that channel and it
+/// was fresh then.
 pub(crate) fn decode(keys: &[BusKey], channel: &str, payload: &[u8], now_ms: u64) -> Result<Received, String> {
     let mut parts = payload.splitn(4, |b| *b == b'.');
     let (Some(tag), Some(id), Some(mac), Some(envelope)) = (parts.next(), parts.next(), parts.next(), parts.next())
@@ -122,7 +132,7 @@ pub(crate) fn decode(keys: &[BusKey], channel: &str, payload: &[u8], now_ms: u64
         return Err("a message sent too long ago (a replay) or from a clock far off".into());
     }
     let event = serde_json::from_value(envelope.event).map_err(|e| format!("unknown event: {e}"))?;
-    Ok(Received { origin: envelope.origin, event, sent_ms: envelope.sent_ms })
+    Ok(Received { origin: envelope.origin, nonce: envelope.nonce, event, sent_ms: envelope.sent_ms })
 }
 
 #[cfg(test)]
@@ -139,13 +149,13 @@ mod tests {
     #[test]
     fn a_message_round_trips_under_any_held_key() {
         let event = Event::ResourceUpdated { uri: "file:///a".into() };
-        let payload = encode(&[key("new", 1), key("old", 2)], CHANNEL, "r1", &event, NOW).unwrap();
+        let payload = encode(&[key("new", 1), key("old", 2)], CHANNEL, ("r1", 7), &event, NOW).unwrap();
         assert!(payload.starts_with("s2.new."), "{payload}");
         let envelope = format!(
-            r#"{{"v":2,"origin":"r1","event":{{"kind":"resource_updated","uri":"file:///a"}},"sent_ms":{NOW}}}"#
+            r#"{{"v":2,"origin":"r1","event":{{"kind":"resource_updated","uri":"file:///a"}},"sent_ms":{NOW},"nonce":7}}"#
         );
         assert!(payload.ends_with(&envelope), "{payload}");
-        let received = Received { origin: "r1".into(), event: event.clone(), sent_ms: NOW };
+        let received = Received { origin: "r1".into(), nonce: 7, event: event.clone(), sent_ms: NOW };
         // A replica that still signs with the old key, or already only holds the new one.
         assert_eq!(decode(&[key("old", 2), key("new", 1)], CHANNEL, payload.as_bytes(), NOW + 10).unwrap(), received);
         assert_eq!(decode(&[key("new", 1)], CHANNEL, payload.as_bytes(), NOW - 10).unwrap(), received);
@@ -155,13 +165,13 @@ mod tests {
     fn forged_altered_replayed_and_unsigned_messages_are_refused() {
         let keys = [key("k", 1)];
         let event = Event::ResourceUpdated { uri: "file:///a".into() };
-        let payload = encode(&keys, CHANNEL, "r1", &event, NOW).unwrap();
+        let payload = encode(&keys, CHANNEL, ("r1", 1), &event, NOW).unwrap();
         let refused =
             |payload: &str, channel: &str, now: u64| decode(&keys, channel, payload.as_bytes(), now).unwrap_err();
         assert!(refused(&payload.replace("file:///a", "file:///b"), CHANNEL, NOW).contains("does not verify"));
-        let forged = encode(&[key("k", 9)], CHANNEL, "evil", &event, NOW).unwrap();
+        let forged = encode(&[key("k", 9)], CHANNEL, ("evil", 1), &event, NOW).unwrap();
         assert!(refused(&forged, CHANNEL, NOW).contains("does not verify"));
-        let unknown = encode(&[key("other", 1)], CHANNEL, "evil", &event, NOW).unwrap();
+        let unknown = encode(&[key("other", 1)], CHANNEL, ("evil", 1), &event, NOW).unwrap();
         assert!(refused(&unknown, CHANNEL, NOW).contains("does not hold"));
         assert!(refused(&payload, "other-deployment:events", NOW).contains("does not verify"), "replayed elsewhere");
         assert!(refused(&payload, CHANNEL, NOW + FRESH_FOR + 1).contains("too long ago"), "replayed later");

@@ -157,7 +157,7 @@ async fn announced(announcements: &mut switchyard_bus::Subscription, id: &str) {
                 return;
             }
             Some(switchyard_bus::Delivery::Event(_)) => {}
-            Some(switchyard_bus::Delivery::Lagged { .. }) => return,
+            Some(switchyard_bus::Delivery::Gap { .. }) => return,
             None => return std::future::pending().await,
         }
     }

@@ -14,7 +14,7 @@ use switchyard_protocol::jsonrpc::Incoming;
 use tokio::sync::mpsc;
 
 use crate::limit::{Decision, Key};
-use crate::router::AppState;
+use crate::router::{AppState, Health};
 use crate::{forwarded, guard, mirror, reply};
 
 /// How many notifications a running request may queue before it waits for
@@ -151,16 +151,29 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     let cacheable = !prepared.params.contains_key("inputResponses") && !prepared.params.contains_key("requestState");
     if !prepared.may_stream() {
         // Nothing can come before the result: skip the channel and the race.
-        return match state.server.execute(prepared, None).await {
+        return match until_cut_off(state.server.execute(prepared, None), &state.health).await {
             Execution::Result(result) => reply::json_result(&id, &result, cacheable, &headers),
             Execution::Error(error) => reply::error(Some(&id), &error),
             Execution::Listen(stream) => reply::listen(id, stream, state.config.keep_alive),
         };
     }
     let (outbox, notifications) = mpsc::channel(OUTBOX);
-    let server = state.server.clone();
-    let running = Box::pin(async move { server.execute(prepared, Some(outbox)).await });
+    let (server, health) = (state.server.clone(), state.health.clone());
+    let running = Box::pin(async move { until_cut_off(server.execute(prepared, Some(outbox)), &health).await });
     reply::run(id, running, notifications, cacheable, &headers, state.config.keep_alive).await
+}
+
+/// The request's execution, or, if the drain's grace period ends first, a
+/// JSON-RPC error saying the server is shutting down (the work is dropped):
+/// the client gets an answer it can retry elsewhere, not a closed connection.
+async fn until_cut_off(execution: impl Future<Output = Execution>, health: &Health) -> Execution {
+    tokio::select! {
+        biased;
+        execution = execution => execution,
+        () = health.requests_cut_off() => {
+            Execution::Error(ErrorObject::new(codes::INTERNAL_ERROR, "the server is shutting down; retry the request"))
+        }
+    }
 }
 
 /// Counts one request; the 429 to send when it is over its limit.

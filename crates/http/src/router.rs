@@ -9,6 +9,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
 use switchyard_core::Server;
+use tokio_util::sync::CancellationToken;
 
 use std::convert::Infallible;
 
@@ -85,10 +86,12 @@ impl Default for Config {
     }
 }
 
-/// Liveness and readiness, flipped by the binary on shutdown.
+/// Liveness and readiness, flipped by the binary on shutdown, and the end
+/// of the drain.
 #[derive(Debug, Clone, Default)]
 pub struct Health {
     ready: Arc<AtomicBool>,
+    cut_off: CancellationToken,
 }
 
 impl Health {
@@ -100,6 +103,19 @@ impl Health {
     fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }
+
+    /// The grace period is over: every request still running is answered
+    /// at once with a JSON-RPC error saying so (its work is dropped), so a
+    /// client gets an answer it can retry on elsewhere rather than a closed
+    /// connection.
+    pub fn cut_off_requests(&self) {
+        self.cut_off.cancel();
+    }
+
+    /// Resolves when [`cut_off_requests`](Self::cut_off_requests) is called.
+    pub(crate) async fn requests_cut_off(&self) {
+        self.cut_off.cancelled().await;
+    }
 }
 
 /// Shared state of the handlers.
@@ -108,6 +124,7 @@ pub(crate) struct AppState {
     pub(crate) server: Arc<Server>,
     pub(crate) config: Arc<Config>,
     pub(crate) limiter: Option<Arc<dyn RateLimiter>>,
+    pub(crate) health: Health,
 }
 
 /// A tower layer that authenticates MCP requests (the `auth` crate's
@@ -126,7 +143,7 @@ pub fn router(
     auth: Option<AuthLayer>,
 ) -> Router {
     let config = Arc::new(config);
-    let state = AppState { server, config: Arc::clone(&config), limiter };
+    let state = AppState { server, config: Arc::clone(&config), limiter, health: health.clone() };
     let mut mcp = Router::new()
         .route(
             &config.endpoint,

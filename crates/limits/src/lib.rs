@@ -149,7 +149,7 @@ impl RedisLimiter {
                 .build()?;
             Link::Cluster(client.get_async_connection().await?)
         } else {
-            let client = redis_config.client(false)?;
+            let client = redis_config.client()?;
             let config = redis::aio::ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(connect_timeout))
                 .set_response_timeout(Some(response_timeout))

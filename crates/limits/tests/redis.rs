@@ -16,7 +16,7 @@ async fn replicas_share_one_budget() {
     let url = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("switchyard-test-{:x}:", rand::random::<u64>());
     let limits = Limits { default: Some(Rate { per_second: 2.0, burst: 2 }), ..Limits::default() };
-    let redis = RedisConfig { tls_ca_pem: None, url, prefix, cluster: false, keys: Vec::new() };
+    let redis = RedisConfig { tls_ca_pem: None, url, prefix, cluster: false, keys: Vec::new(), log_max_len: 10 };
     let one = RedisLimiter::connect(&redis, limits.clone(), OnError::Deny).await.unwrap();
     let two = RedisLimiter::connect(&redis, limits, OnError::Deny).await.unwrap();
     let key = Key { principal: "10.1.1.1", target: "echo" };
@@ -41,6 +41,7 @@ async fn replicas_share_one_budget_on_a_redis_cluster() {
         prefix: "c:".into(),
         cluster: true,
         keys: Vec::new(),
+        log_max_len: 10,
     };
     let one = RedisLimiter::connect(&seeded(&[0]), limits.clone(), OnError::Deny).await.unwrap();
     let two = RedisLimiter::connect(&seeded(&[2, 1]), limits, OnError::Deny).await.unwrap();
@@ -65,8 +66,14 @@ async fn an_unreachable_redis_follows_the_configured_policy() {
     let mut limiters = Vec::new();
     for on_error in [OnError::Allow, OnError::Deny] {
         let limits = Limits { default: Some(Rate { per_second: 100.0, burst: 100 }), ..Limits::default() };
-        let redis =
-            RedisConfig { tls_ca_pem: None, url: server.url(), prefix: "x:".into(), cluster: false, keys: Vec::new() };
+        let redis = RedisConfig {
+            tls_ca_pem: None,
+            url: server.url(),
+            prefix: "x:".into(),
+            cluster: false,
+            keys: Vec::new(),
+            log_max_len: 10,
+        };
         limiters.push(RedisLimiter::connect(&redis, limits, on_error).await.unwrap());
     }
     server.kill();

@@ -152,7 +152,7 @@ impl CatalogSync {
                             self.state.lock().await.version.is_none_or(|v| v < registry_version)
                         }
                         // Events may have been missed: compare versions afresh.
-                        Some(Delivery::Lagged { .. } | Delivery::Event(Event::BusReconnected)) => true,
+                        Some(Delivery::Gap { .. } | Delivery::Event(Event::BusReconnected)) => true,
                         Some(Delivery::Event(_)) => false,
                         None => return,
                     },

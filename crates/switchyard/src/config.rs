@@ -52,6 +52,9 @@ pub struct RawConfig {
     pub redis_prefix: Option<String>,
     /// `redis_url` is a Redis Cluster: seed nodes separated by commas. Default false.
     pub redis_cluster: Option<bool>,
+    /// About how many events the bus's log in Redis keeps, so a replica cut
+    /// off for a while catches up without a gap. Default 10,000.
+    pub redis_log_max_len: Option<usize>,
     /// MCP server settings.
     #[serde(default)]
     pub server: RawServer,
@@ -659,6 +662,9 @@ impl TryFrom<RawConfig> for Config {
         if raw.redis_url.as_deref().is_some_and(|url| !(url.starts_with("redis://") || url.starts_with("rediss://"))) {
             problems.push("redis_url: must start with redis:// or rediss://".to_owned());
         }
+        if raw.redis_log_max_len == Some(0) {
+            problems.push("redis_log_max_len: must be at least 1".to_owned());
+        }
         if registry_sync_interval.is_zero() {
             problems.push("registry.sync_interval must be more than 0".into());
         }
@@ -701,6 +707,7 @@ impl TryFrom<RawConfig> for Config {
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
             cluster: raw.redis_cluster.unwrap_or(false),
             keys: state_keys.iter().map(|key| switchyard_bus::BusKey::derived(&key.id, &key.secret)).collect(),
+            log_max_len: raw.redis_log_max_len.unwrap_or(switchyard_bus::DEFAULT_LOG_MAX_LEN),
         });
         if tasks.ttl.is_zero()
             || tasks.lease < Duration::from_millis(300)

@@ -213,7 +213,8 @@ impl Switchyard {
 
     /// Serves HTTP on `listener` until `signal` resolves, then shuts down in
     /// order: readiness off, listen streams sent their final result, in-flight
-    /// requests given the grace period, then return.
+    /// requests given the grace period (those still running then are
+    /// answered with a JSON-RPC error), then return.
     ///
     /// # Errors
     /// When the listener fails.
@@ -256,7 +257,13 @@ impl Switchyard {
         tokio::select! {
             () = &mut serving => {}
             () = async { drained.cancelled().await; tokio::time::sleep(grace).await } => {
-                tracing::warn!(grace_seconds = grace.as_secs(), "requests still running after the grace period; exiting");
+                tracing::warn!(
+                    grace_seconds = grace.as_secs(),
+                    "requests still running after the grace period; answering them with an error and exiting"
+                );
+                // Each gets a JSON-RPC error now; a moment to write it.
+                self.health.cut_off_requests();
+                let _ = tokio::time::timeout(ANSWER_CUT_OFF_REQUESTS, &mut serving).await;
             }
         }
         // Tasks running here get what is left of the grace period, then are
@@ -266,6 +273,10 @@ impl Switchyard {
         Ok(())
     }
 }
+
+/// How long requests cut off at the end of the grace period have to send
+/// their error before the process exits anyway.
+const ANSWER_CUT_OFF_REQUESTS: Duration = Duration::from_secs(1);
 
 /// Serves `router` (`what`, for the logs) on its own address until `stop`.
 fn serve_beside(

@@ -27,6 +27,7 @@ pub struct Metrics {
     bus_published: Counter<u64>,
     bus_received: Counter<u64>,
     bus_rejected: Counter<u64>,
+    bus_gaps: Counter<u64>,
     bus_lag: Histogram<f64>,
     auth_failures: Counter<u64>,
     rate_limited: Counter<u64>,
@@ -128,6 +129,11 @@ impl Metrics {
                 "{message}",
                 "Bus messages dropped because their MAC did not verify, or they could not be read.",
             ),
+            bus_gaps: counter(
+                "switchyard.bus.gaps",
+                "{gap}",
+                "Times events may have been lost and subscribers were told (cause: lagged, trimmed, reset, unpublished).",
+            ),
             bus_lag: seconds("switchyard.bus.lag", "From publish on one replica to receipt on this one (wall clocks)."),
             auth_failures: counter(
                 "switchyard.auth.failures",
@@ -206,6 +212,15 @@ impl Metrics {
     /// A bus message dropped: not authenticated by a shared key, or unreadable.
     pub fn bus_rejected(&self) {
         self.bus_rejected.add(1, &[]);
+    }
+
+    /// Events may have been lost, and the bus's subscribers were told:
+    /// `cause` is `lagged` (a subscriber fell behind in this process),
+    /// `trimmed` (the log dropped entries this replica had not read) or
+    /// `reset` (Redis lost the log: restarted empty, or flushed) or
+    /// `unpublished` (a replica could not publish while cut off, and said so).
+    pub fn bus_gap(&self, cause: &'static str) {
+        self.bus_gaps.add(1, &[KeyValue::new("cause", cause)]);
     }
 
     /// A request refused by authentication; `reason` is one of the

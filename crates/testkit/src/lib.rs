@@ -374,7 +374,10 @@ enum Validate {
 }
 
 /// Takes the complete SSE events out of `buffer`, parsing each `data:` payload.
-fn drain_events(buffer: &mut Vec<u8>) -> Vec<Value> {
+///
+/// # Panics
+/// When an event's data is not JSON.
+pub fn drain_events(buffer: &mut Vec<u8>) -> Vec<Value> {
     let mut messages = Vec::new();
     while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
         let event: Vec<u8> = buffer.drain(..end + 2).collect();

@@ -91,11 +91,19 @@ pub(super) struct Mailbox {
     ready: Notify,
     /// Set by the hub when it drops the stream; queued messages still go out.
     closed: AtomicBool,
+    /// Set with `closed` when the stream ends gracefully (with its final
+    /// result) rather than for being slow.
+    finished: AtomicBool,
 }
 
 impl Mailbox {
     pub(super) fn new() -> Self {
-        Self { queue: Mutex::new(VecDeque::new()), ready: Notify::new(), closed: AtomicBool::new(false) }
+        Self {
+            queue: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+            closed: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
+        }
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<ListenNotification>> {
@@ -120,6 +128,17 @@ impl Mailbox {
     pub(super) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.ready.notify_one();
+    }
+
+    /// Closes it gracefully: after what is queued, the stream's final result.
+    pub(super) fn finish(&self) {
+        self.finished.store(true, Ordering::Release);
+        self.close();
+    }
+
+    /// Whether it was closed gracefully.
+    pub(super) fn finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
     }
 
     /// The next message; `None` once the mailbox is closed and empty.

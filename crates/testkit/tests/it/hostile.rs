@@ -428,7 +428,7 @@ async fn anonymous_callers_behind_a_trusted_proxy_are_counted_apart() {
     }
 }
 
-/// Whoever can `PUBLISH` to the bus's Redis channel but holds no key cannot
+/// Whoever can write to the bus's log in Redis but holds no key cannot
 /// inject a notification: an unsigned (version 1) message, one with a bad
 /// MAC and one signed with a key the replicas do not hold are all dropped;
 /// a real publish on the other replica arrives.
@@ -438,7 +438,7 @@ async fn a_forged_bus_message_reaches_no_stream() {
     let prefix = format!("switchyard-forged-{:x}:", rand::random::<u64>());
     let env = [("SWITCHYARD_REDIS_URL", redis_url.as_str()), ("SWITCHYARD_REDIS_PREFIX", prefix.as_str())];
     let (one, two) = (App::start(&env).await, App::start(&env).await);
-    let channel = format!("{prefix}events");
+    let log = format!("{prefix}{{bus}}:log");
     let event = r#"{"kind":"resource_updated","uri":"file:///forged/1"}"#;
     let envelope = format!(r#"{{"v":2,"origin":"attacker","event":{event}}}"#);
     let forgeries = [
@@ -454,8 +454,14 @@ async fn a_forged_bus_message_reaches_no_stream() {
             let client = redis::Client::open(redis_url.as_str()).unwrap();
             let mut connection = client.get_multiplexed_async_connection().await.unwrap();
             for forged in &forgeries {
-                let _: i64 =
-                    redis::cmd("PUBLISH").arg(&channel).arg(forged).query_async(&mut connection).await.unwrap();
+                let _: String = redis::cmd("XADD")
+                    .arg(&log)
+                    .arg("*")
+                    .arg("m")
+                    .arg(forged)
+                    .query_async(&mut connection)
+                    .await
+                    .unwrap();
             }
             let real = reqwest::Client::new().post(&publish_url).json(&json!({ "uri": "file:///real/1" })).send();
             assert_eq!(real.await.unwrap().status(), 202);
@@ -475,8 +481,9 @@ async fn a_redis_user_limited_to_its_prefix_serves_everything() {
     let admin = redis::Client::open(redis.url()).unwrap();
     let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
     // The README's "Redis access" rule, for the prefix `acl:`.
-    let rule = "on >a-long-redis-password resetkeys resetchannels ~acl:* &acl:* -@all \
-                +hello +auth +ping +subscribe +publish +set +get +eval +evalsha +script|load +time";
+    let rule = "on >a-long-redis-password resetkeys resetchannels ~acl:* -@all \
+                +hello +auth +ping +set +get +eval +evalsha +script|load +time \
+                +exists +xadd +xread +xrange +xrevrange +hincrby +hsetnx +hget";
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
         .arg("switchyard")

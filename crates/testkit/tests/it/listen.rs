@@ -115,11 +115,13 @@ async fn resources_updated_from_the_admin_api_reaches_every_replica() {
 /// A Redis outage, end to end: two replicas on a Redis of the test's own,
 /// a listen stream on replica B. Redis is killed: both replicas keep
 /// answering, B's stream stays open, and a publish on A is refused with 503
-/// within a bounded time (at once once the heartbeat has seen the outage). Redis comes back (empty) on the same port: the
-/// replicas reconnect and resubscribe by themselves, and an update
-/// published on A after that reaches the stream on B that lived through it.
+/// within a bounded time (at once once the heartbeat has seen the outage).
+/// Redis comes back empty on the same port: the bus's log is gone, so B's
+/// stream, which waits for resources, ends with its final result (a gap is
+/// announced, not hidden), and listening again on B hears an update
+/// published on A after that.
 #[tokio::test]
-async fn a_redis_outage_keeps_replicas_answering_and_notifications_resume() {
+async fn a_redis_outage_keeps_replicas_answering_and_ends_with_an_announced_gap() {
     use switchyard_testkit::RedisServer;
 
     let mut redis = RedisServer::start().await;
@@ -138,50 +140,61 @@ async fn a_redis_outage_keeps_replicas_answering_and_notifications_resume() {
     };
     let (a_client, b_client) = (a.client(), b.client());
     let params = json!({ "notifications": { "resourceSubscriptions": ["file:///reports/"] } });
-    let publisher = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let publisher_slot = std::sync::Arc::clone(&publisher);
     // Borrowed, not moved: the server must outlive the closure below.
     let redis = &mut redis;
+    let during_publish = publish.clone();
     let reply = b
         .client()
-        .stream("subscriptions/listen", params, 2, Duration::from_secs(30), || async move {
+        .stream("subscriptions/listen", params.clone(), 2, Duration::from_secs(30), || async move {
             redis.kill();
             for client in [a_client, b_client] {
                 assert_eq!(echo(client).await.as_deref(), Some("still here"), "answered while Redis is down");
             }
             let asked = std::time::Instant::now();
-            let during = publish("file:///reports/during-the-outage".into()).await;
+            let during = during_publish("file:///reports/during-the-outage".into()).await;
             assert_eq!(during, 503, "a publish that cannot cross replicas is refused");
             assert!(asked.elapsed() < Duration::from_secs(3), "refused promptly, not after {:?}", asked.elapsed());
             // Once the heartbeat has seen the outage, at once.
             tokio::time::sleep(Duration::from_millis(1500)).await;
             let asked = std::time::Instant::now();
-            assert_eq!(publish("file:///reports/during-the-outage".into()).await, 503);
+            assert_eq!(during_publish("file:///reports/during-the-outage".into()).await, 503);
             assert!(asked.elapsed() < Duration::from_millis(500), "refused at once, not after {:?}", asked.elapsed());
             redis.restart().await;
-            // Reconnection takes up to a couple of seconds (backoff, heartbeat):
-            // publish until the stream on B has heard one.
-            *publisher_slot.lock().unwrap() = Some(tokio::spawn(async move {
-                for round in 0.. {
-                    let _ = publish(format!("file:///reports/after-{round}")).await;
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-            }));
         })
         .await;
-    if let Some(publisher) = publisher.lock().unwrap().take() {
-        publisher.abort();
+    assert_eq!(reply.messages.len(), 2, "{:?}", reply.messages);
+    assert_eq!(reply.messages[1]["id"], 42, "the stream ended with its final result: {:?}", reply.messages);
+    assert_eq!(reply.messages[1]["result"]["resultType"], "complete");
+
+    // Listening again (as a client does after a final result) hears what A
+    // publishes now. A replica may announce more than one gap after an
+    // outage (the lost log, the publish that failed): listen until an update.
+    let publisher = tokio::spawn(async move {
+        for round in 0.. {
+            let _ = publish(format!("file:///reports/after-{round}")).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    let mut heard = None;
+    for _ in 0..5 {
+        let again =
+            b.client().stream("subscriptions/listen", params.clone(), 2, Duration::from_secs(10), || async {}).await;
+        if again.messages.get(1).is_some_and(|m| m["method"] == "notifications/resources/updated") {
+            heard = again.messages[1]["params"]["uri"].as_str().map(str::to_owned);
+            break;
+        }
     }
-    assert_eq!(reply.messages.len(), 2, "the stream lived through the outage: {:?}", reply.messages);
-    assert_eq!(reply.messages[1]["method"], "notifications/resources/updated");
-    let uri = reply.messages[1]["params"]["uri"].as_str().unwrap();
+    publisher.abort();
+    let uri = heard.expect("an update after Redis returned");
     assert!(uri.starts_with("file:///reports/after-"), "published after Redis returned: {uri}");
 }
 
 /// SIGTERM to a real process: readiness goes false, the listen stream gets
-/// its final result, a request in flight still gets its answer, a task that cannot finish within
-/// the grace period is failed with a message saying why (not left `working`),
-/// and the process exits cleanly.
+/// its final result, a request in flight still gets its answer, one that
+/// outlasts the grace period gets a JSON-RPC error saying why (not a closed
+/// connection), a task that cannot finish within the grace period is failed
+/// with a message saying why (not left `working`), and the process exits
+/// cleanly.
 #[tokio::test]
 async fn sigterm_drains_listen_streams_and_requests_in_flight() {
     use futures::StreamExt as _;
@@ -226,6 +239,8 @@ async fn sigterm_drains_listen_streams_and_requests_in_flight() {
     });
     let in_flight =
         tokio::spawn(post("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 1.5 } })));
+    let outlasting =
+        tokio::spawn(post("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 30 } })));
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let terminated = std::time::Instant::now();
@@ -243,6 +258,13 @@ async fn sigterm_drains_listen_streams_and_requests_in_flight() {
     assert_eq!(answer.status(), 200);
     let answer: serde_json::Value = answer.json().await.unwrap();
     assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("finished after 1.5 s"), "{answer}");
+    // A request that outlasts the grace period is answered too: an error
+    // the client can retry on, not a closed connection.
+    let cut_off = outlasting.await.unwrap().expect("the request that outlasted the grace period was answered");
+    let cut_off: serde_json::Value = cut_off.json().await.expect("a JSON-RPC answer");
+    assert_eq!(cut_off["id"], 7, "{cut_off}");
+    assert_eq!(cut_off["error"]["code"], -32603, "{cut_off}");
+    assert!(cut_off["error"]["message"].as_str().unwrap().contains("shutting down"), "{cut_off}");
     let exited = loop {
         if let Some(exit) = server.child().try_wait().unwrap() {
             break exit;

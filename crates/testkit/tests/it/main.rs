@@ -6,6 +6,8 @@
 mod auth;
 /// The official MCP conformance suite, both requirement sets.
 mod conformance;
+/// Notifications across three replicas while Redis restarts and replicas are killed and drained (#16).
+mod faults;
 /// Hostile plugin authors, callers and upstreams (#15).
 mod hostile;
 /// Cleartext HTTP/2 beside HTTP/1.1: answers, multiplexed listen streams, Host checks, shutdown.
