@@ -3,7 +3,7 @@ binary), for the default values and for ci-values-all.yaml, validates every
 rendered manifest against the Kubernetes schemas (kubernetes-validate), and
 has the switchyard binary check the configuration file the chart writes
 (and checks what it grants upstream specs, where config.extraToml, config.upstream,
-config.http.trustedProxies and the Redis CA land),
+config.http.trustedProxies, config.redisLogMaxLen and the Redis CA land),
 checks that every Ingress host routes the MCP endpoint and the OAuth metadata;
 the ServiceMonitor (a CRD) is checked for what the Prometheus Operator needs,
 and the dashboard ConfigMap against dashboards/switchyard.json (whose PromQL
@@ -92,6 +92,10 @@ for name, values in [("defaults", None), ("everything", yaml.safe_load((HERE / "
             proxies = ((values or {}).get("config", {}).get("http") or {}).get("trustedProxies") or None
             if written.get("http", {}).get("trusted_proxies") != proxies:
                 failures.append(f"{name}: http.trusted_proxies is not {proxies}: {written.get('http')}")
+            # config.redisLogMaxLen is the bus log's length.
+            log_max_len = ((values or {}).get("config") or {}).get("redisLogMaxLen")
+            if written.get("redis_log_max_len") != log_max_len:
+                failures.append(f"{name}: redis_log_max_len is {written.get('redis_log_max_len')}, not {log_max_len}")
             # The Redis CA is read where the Deployment mounts secrets.redisTlsCa.
             ca = ((values or {}).get("secrets") or {}).get("redisTlsCa") or {}
             expected_ca = f"/etc/switchyard/redis-ca/{ca['key']}" if ca else None
