@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Instructions per `tools/call` (echo, JSON answer) in the server, counted by
+# callgrind: a figure that does not move with whatever else the machine is
+# doing, for before/after comparisons of the hot path that a noisy two-core
+# machine cannot settle with timings. Compare two binaries built the same way:
+#
+#   loadtest/callgrind-tools-call.sh target/release/switchyard [requests]
+#
+# Starts the server under callgrind with instrumentation off, sends 300
+# requests to warm it, turns instrumentation on, sends `requests` (default
+# 2,000) one at a time on one keep-alive connection, dumps, and prints the
+# instructions per request. Needs valgrind and python3.
+set -euo pipefail
+binary=$(realpath "$1")
+requests=${2:-2000}
+work=$(mktemp -d)
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+SWITCHYARD_DATABASE_URL="sqlite://$work/registry.db" \
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
+  "$binary" serve --bind "127.0.0.1:$port" >"$work/server.log" 2>&1 &
+server=$!
+
+python3 - "$port" "$requests" "$server" "$work" <<'EOF'
+import http.client, json, subprocess, sys, time, glob
+port, requests, pid, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "echo", "arguments": {"text": "hello"},
+    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": {}}}})
+headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+           "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
+for _ in range(600):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("GET", "/readyz"); r = c.getresponse(); r.read()
+        if r.status == 200: break
+    except OSError: pass
+    time.sleep(0.1)
+else:
+    sys.exit("the server did not become ready")
+def call(n):
+    for _ in range(n):
+        c.request("POST", "/mcp", body, headers); r = c.getresponse(); answer = r.read()
+        assert r.status == 200 and b"hello" in answer, answer
+call(300)
+subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
+call(requests)
+subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
+subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
+time.sleep(1)
+total = 0
+for dump in glob.glob(f"{work}/callgrind.out*"):
+    for line in open(dump):
+        if line.startswith("summary:") or line.startswith("totals:"):
+            total = max(total, int(line.split()[1]))
+            break
+print(f"{total / requests:.0f} instructions per tools/call ({requests} requests, {total} in all)")
+EOF
