@@ -49,12 +49,15 @@ subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_outpu
 call(requests)
 subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
 subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
-time.sleep(1)
+# The dump is written after the command is acknowledged: wait for its totals.
 total = 0
-for dump in glob.glob(f"{work}/callgrind.out*"):
-    for line in open(dump):
-        if line.startswith("summary:") or line.startswith("totals:"):
-            total = max(total, int(line.split()[1]))
-            break
+for _ in range(300):
+    for dump in glob.glob(f"{work}/callgrind.out.*"):
+        for line in open(dump):
+            if line.startswith("totals:"):
+                total = max(total, int(line.split()[1]))
+    if total:
+        break
+    time.sleep(0.1)
 print(f"{total / requests:.0f} instructions per tools/call ({requests} requests, {total} in all)")
 EOF

@@ -6,11 +6,14 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
+use std::pin::Pin;
+use std::sync::Arc;
 use switchyard_core::server::Delivered;
 use switchyard_core::{Caller, Execution};
 use switchyard_protocol::ErrorObject;
 use switchyard_protocol::error as codes;
 use switchyard_protocol::jsonrpc::Incoming;
+
 use tokio::sync::mpsc;
 
 use crate::limit::{Decision, Key};
@@ -151,22 +154,30 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     let cacheable = !prepared.params.contains_key("inputResponses") && !prepared.params.contains_key("requestState");
     if !prepared.may_stream() {
         // Nothing can come before the result: skip the channel and the race.
-        return match until_cut_off(state.server.execute(prepared, None), &state.health).await {
+        // Pinned where it is made: moving the request's future into a
+        // wrapper would copy several KiB per request.
+        let execution = state.server.execute(prepared, None);
+        tokio::pin!(execution);
+        return match until_cut_off(execution, &state.health).await {
             Execution::Result(result) => reply::json_result(&id, &result, cacheable, &headers),
             Execution::Error(error) => reply::error(Some(&id), &error),
             Execution::Listen(stream) => reply::listen(id, stream, state.config.keep_alive),
         };
     }
     let (outbox, notifications) = mpsc::channel(OUTBOX);
-    let (server, health) = (state.server.clone(), state.health.clone());
-    let running = Box::pin(async move { until_cut_off(server.execute(prepared, Some(outbox)), &health).await });
+    let (server, health) = (state.server.clone(), Arc::clone(&state.health));
+    let running = Box::pin(async move {
+        let execution = server.execute(prepared, Some(outbox));
+        tokio::pin!(execution);
+        until_cut_off(execution, &health).await
+    });
     reply::run(id, running, notifications, cacheable, &headers, state.config.keep_alive).await
 }
 
 /// The request's execution, or, if the drain's grace period ends first, a
 /// JSON-RPC error saying the server is shutting down (the work is dropped):
 /// the client gets an answer it can retry elsewhere, not a closed connection.
-async fn until_cut_off(execution: impl Future<Output = Execution>, health: &Health) -> Execution {
+async fn until_cut_off(execution: Pin<&mut impl Future<Output = Execution>>, health: &Health) -> Execution {
     tokio::select! {
         biased;
         execution = execution => execution,

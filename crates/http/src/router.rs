@@ -124,7 +124,9 @@ pub(crate) struct AppState {
     pub(crate) server: Arc<Server>,
     pub(crate) config: Arc<Config>,
     pub(crate) limiter: Option<Arc<dyn RateLimiter>>,
-    pub(crate) health: Health,
+    /// Behind an `Arc`: the state is cloned per request, and a cancellation
+    /// token's clone takes a lock.
+    pub(crate) health: Arc<Health>,
 }
 
 /// A tower layer that authenticates MCP requests (the `auth` crate's
@@ -143,7 +145,7 @@ pub fn router(
     auth: Option<AuthLayer>,
 ) -> Router {
     let config = Arc::new(config);
-    let state = AppState { server, config: Arc::clone(&config), limiter, health: health.clone() };
+    let state = AppState { server, config: Arc::clone(&config), limiter, health: Arc::new(health.clone()) };
     let mut mcp = Router::new()
         .route(
             &config.endpoint,
