@@ -328,11 +328,15 @@ pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64, h2_connec
     );
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("switchyard-loadtest-{}:", std::process::id());
-    // Replicas sharing Redis share keys (the bus's MACs, requestState).
+    // Replicas sharing Redis share keys (the bus's MACs, requestState). The
+    // generator stands for many clients from one address: each replica lets
+    // one caller hold every stream of the run (64 by default).
+    let per_caller = (2 * streams).to_string();
     let env = [
         ("SWITCHYARD_REDIS_URL", redis.as_str()),
         ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
         ("SWITCHYARD_STATE__KEYS", crate::LOADTEST_STATE_KEY),
+        ("SWITCHYARD_LISTEN__MAX_STREAMS_PER_CALLER", per_caller.as_str()),
     ];
     let (a, b) = (start_switchyard_with(binary, &env).await?, start_switchyard_with(binary, &env).await?);
     let (pid_a, pid_b) = (a.child.id(), b.child.id());
