@@ -68,8 +68,9 @@ struct StreamLog {
 struct Record {
     publishes: Vec<Publish>,
     streams: Vec<StreamLog>,
-    /// Requests that failed: replica, when they were sent, why.
-    failures: Vec<(usize, Instant, String)>,
+    /// Requests that failed: replica, from when they were sent to when
+    /// they failed, why.
+    failures: Vec<(usize, std::ops::RangeInclusive<Instant>, String)>,
 }
 
 type Shared = Arc<Mutex<Record>>;
@@ -105,7 +106,7 @@ async fn load(replica: usize, bases: Bases, record: Shared, stop: CancellationTo
             Ok(answer) => answer.to_string(),
             Err(error) => error,
         };
-        record.lock().unwrap().failures.push((replica, sent, failure));
+        record.lock().unwrap().failures.push((replica, sent..=Instant::now(), failure));
     }
 }
 
@@ -134,7 +135,7 @@ async fn listen(replica: usize, bases: Bases, record: Shared, stop: Cancellation
         };
         let index = {
             let mut record = record.lock().unwrap();
-            record.streams.push(StreamLog { replica, opened: None, heard: Vec::new(), end: End::Cut });
+            record.streams.push(StreamLog { replica, opened: None, heard: Vec::new(), end: End::Open });
             record.streams.len() - 1
         };
         let (mut bytes, mut buffer) = (response.bytes_stream(), Vec::new());
@@ -191,12 +192,40 @@ async fn publish(bases: Bases, avoided: Arc<AtomicUsize>, record: Shared, stop: 
     }
 }
 
-/// Fault windows: when a request to `replica` (or to any, for `None`) may fail.
+/// Waits (up to 30 s) until every listener holds a stream acknowledged
+/// after `after` and at least 3 s ago that is still open: the gaps of the
+/// fault at `after` are all announced (a replica's reader retries within
+/// 2 s, its heartbeat within 1 s).
+async fn settled(record: &Shared, after: Instant) {
+    for _ in 0..300 {
+        let quiet = record
+            .lock()
+            .unwrap()
+            .streams
+            .iter()
+            .filter(|s| {
+                s.end == End::Open && s.opened.is_some_and(|o| o > after && o.elapsed() > Duration::from_secs(3))
+            })
+            .count();
+        if quiet == REPLICAS * STREAMS_PER_REPLICA {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the listen streams did not settle after the fault");
+}
+
+/// Fault windows: when a request to `replica` (or to any, for `None`) may
+/// fail. A request counts as met by a fault if it was in flight at any
+/// moment of a window (sent just before a kill, it fails just after).
 struct Windows(Vec<(Option<usize>, Instant, Instant)>);
 
 impl Windows {
-    fn covers(&self, replica: usize, at: Instant) -> bool {
-        self.0.iter().any(|(who, from, to)| who.is_none_or(|r| r == replica) && (*from..=*to).contains(&at))
+    /// Whether a request to `replica` in flight over `during` met a fault.
+    fn cover(&self, replica: usize, during: &std::ops::RangeInclusive<Instant>) -> bool {
+        self.0
+            .iter()
+            .any(|(who, from, to)| who.is_none_or(|r| r == replica) && during.start() <= to && from <= during.end())
     }
 }
 
@@ -251,8 +280,8 @@ async fn notifications_survive_redis_restarts_and_killed_and_drained_replicas() 
     redis.kill();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     redis.restart().await;
-    settle().await;
-    settle().await;
+    // Every replica announces the lost log: every stream ends and listens again.
+    settled(&record, Instant::now()).await;
     windows.push((None, from, Instant::now()));
 
     // Replica 0 is cut off from Redis (not Redis from everyone): its
@@ -324,7 +353,8 @@ async fn notifications_survive_redis_restarts_and_killed_and_drained_replicas() 
 
 /// What the record must show (the module's list).
 fn check(record: &Record, windows: &Windows, cut_at: Instant) {
-    let stray: Vec<_> = record.failures.iter().filter(|(replica, at, _)| !windows.covers(*replica, *at)).collect();
+    let stray: Vec<_> =
+        record.failures.iter().filter(|(replica, during, _)| !windows.cover(*replica, during)).collect();
     assert!(stray.is_empty(), "requests failed outside the fault windows: {stray:?}");
 
     let accepted: Vec<&Publish> = record.publishes.iter().filter(|p| p.status == Some(202)).collect();
