@@ -132,7 +132,7 @@ impl Metrics {
             bus_gaps: counter(
                 "switchyard.bus.gaps",
                 "{gap}",
-                "Times events may have been lost and subscribers were told (cause: lagged, trimmed, reset, unpublished).",
+                "Times events may have been lost and subscribers were told (cause: lagged, trimmed, reset, unreadable, unpublished).",
             ),
             bus_lag: seconds("switchyard.bus.lag", "From publish on one replica to receipt on this one (wall clocks)."),
             auth_failures: counter(
@@ -216,9 +216,10 @@ impl Metrics {
 
     /// Events may have been lost, and the bus's subscribers were told:
     /// `cause` is `lagged` (a subscriber fell behind in this process),
-    /// `trimmed` (the log dropped entries this replica had not read) or
-    /// `reset` (Redis lost the log: restarted empty, or flushed) or
-    /// `unpublished` (a replica could not publish while cut off, and said so).
+    /// `trimmed` (the log dropped entries this replica had not read),
+    /// `reset` (Redis lost the log: restarted empty, flushed, rolled back),
+    /// `unreadable` (an entry that does not verify) or `unpublished` (a
+    /// replica could not publish while cut off, and said so).
     pub fn bus_gap(&self, cause: &'static str) {
         self.bus_gaps.add(1, &[KeyValue::new("cause", cause)]);
     }
