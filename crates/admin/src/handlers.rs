@@ -267,7 +267,11 @@ pub(crate) async fn resource_updated(
         Ok(Published::Now) => tracing::info!(actor = %actor.0, "resources/updated published"),
         Ok(Published::Already) => tracing::info!(actor = %actor.0, "resources/updated already published under its key"),
         Err(switchyard_bus::Error::KeyReused) => {
-            return Err(Problem::invalid("Idempotency-Key", "was used for another event in the last ten minutes"));
+            let minutes = switchyard_bus::IDEMPOTENCY_WINDOW.as_secs() / 60;
+            return Err(Problem::invalid(
+                "Idempotency-Key",
+                format!("was used for another event in the last {minutes} minutes"),
+            ));
         }
         Err(error) => {
             tracing::warn!(%error, "could not publish resources/updated");
