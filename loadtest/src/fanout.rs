@@ -31,7 +31,7 @@ fn rss(pid: u32) -> anyhow::Result<u64> {
 }
 
 /// Open streams, each read by a task of its own; dropping this closes them.
-struct Streams(Vec<tokio::task::JoinHandle<()>>);
+pub(crate) struct Streams(Vec<tokio::task::JoinHandle<()>>);
 
 impl Drop for Streams {
     fn drop(&mut self) {
@@ -64,7 +64,7 @@ fn rounds_in(buffer: &[u8]) -> (Vec<u64>, usize) {
 
 /// How streams reach a server.
 #[derive(Clone)]
-enum Target {
+pub(crate) enum Target {
     /// One HTTP/1.1 connection per stream (as separate clients, or a load
     /// balancer speaking HTTP/1.1 to the replicas, hold them), each opened
     /// with this raw request.
@@ -99,7 +99,7 @@ impl Reader {
 /// acknowledgement (a frame containing `acknowledged`). Every later
 /// `file:///bench/{round}` is reported with its stream's index and the time
 /// of the read that brought it.
-async fn open_streams(
+pub(crate) async fn open_streams(
     target: &Target,
     count: usize,
     heard: &mpsc::UnboundedSender<(usize, u64, Instant)>,
@@ -212,7 +212,7 @@ fn address_of(url: &str) -> anyhow::Result<SocketAddr> {
 
 /// Listen streams on `server`, over HTTP/1.1, or over HTTP/2 when
 /// `h2_connections` says how many connections carry them.
-fn listen_streams(server: &Server, h2_connections: Option<usize>) -> anyhow::Result<Target> {
+pub(crate) fn listen_streams(server: &Server, h2_connections: Option<usize>) -> anyhow::Result<Target> {
     let url = reqwest::Url::parse(&server.url)?;
     let address = address_of(&server.url)?;
     let headers = [
@@ -266,7 +266,7 @@ async fn per_stream_memory(pid: u32, target: &Target, count: usize) -> anyhow::R
     Ok(after.saturating_sub(before) as f64 / count as f64)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p) as usize]
 }
 
@@ -290,29 +290,79 @@ async fn measure(
     count: u64,
 ) -> anyhow::Result<Fanout> {
     let http = reqwest::Client::new();
-    let cpu = || pids.iter().map(|pid| crate::cpu_time(*pid)).sum::<anyhow::Result<Duration>>();
-    let cpu_before = cpu()?;
+    let cpu_before = cpu_of(pids)?;
     let mut times = Vec::new();
     for _ in 0..count {
         let round = rounds.next().context("rounds left")?;
-        let uri = format!("file:///bench/{round}");
-        let published = Instant::now();
-        let status = http.post(publish).json(&serde_json::json!({ "uri": uri })).send().await?.status();
-        anyhow::ensure!(status.as_u16() == 202, "publish answered {status}");
-        for _ in 0..expected {
-            let (_, heard_round, at) = tokio::time::timeout(Duration::from_secs(10), heard.recv())
-                .await
-                .context("a stream missed a notification")?
-                .context("streams closed")?;
-            anyhow::ensure!(heard_round == round, "round {heard_round} heard during round {round}");
-            times.push(at.duration_since(published));
-        }
-        // Let the streams go idle again, as between real changes.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        publish_round(&http, publish, heard, expected, round, &mut times).await?;
     }
-    let cpu_each = (cpu()? - cpu_before) / u32::try_from(times.len()).unwrap_or(u32::MAX).max(1);
+    let cpu_each = (cpu_of(pids)? - cpu_before) / u32::try_from(times.len()).unwrap_or(u32::MAX).max(1);
     times.sort();
     Ok(Fanout { times, cpu_each })
+}
+
+/// The CPU time the processes `pids` have used.
+pub(crate) fn cpu_of(pids: &[u32]) -> anyhow::Result<Duration> {
+    pids.iter().map(|pid| crate::cpu_time(*pid)).sum()
+}
+
+/// Publishes `file:///bench/{round}` to `publish`, waits until `expected`
+/// streams heard it and adds each one's time from publish to frame to
+/// `times`; then lets the streams go idle again, as between real changes.
+pub(crate) async fn publish_round(
+    http: &reqwest::Client,
+    publish: &str,
+    heard: &mut mpsc::UnboundedReceiver<(usize, u64, Instant)>,
+    expected: usize,
+    round: u64,
+    times: &mut Vec<Duration>,
+) -> anyhow::Result<()> {
+    let uri = format!("file:///bench/{round}");
+    let published = Instant::now();
+    let status = http.post(publish).json(&serde_json::json!({ "uri": uri })).send().await?.status();
+    anyhow::ensure!(status.as_u16() == 202, "publish answered {status}");
+    for _ in 0..expected {
+        let (_, heard_round, at) = tokio::time::timeout(Duration::from_secs(10), heard.recv())
+            .await
+            .context("a stream missed a notification")?
+            .context("streams closed")?;
+        anyhow::ensure!(heard_round == round, "round {heard_round} heard during round {round}");
+        times.push(at.duration_since(published));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Ok(())
+}
+
+/// The environment of replicas that share one Redis under a prefix of
+/// their own (`REDIS_URL`, default `redis://127.0.0.1:6379`).
+pub(crate) struct ReplicaEnv {
+    redis: String,
+    prefix: String,
+    per_caller: String,
+}
+
+impl ReplicaEnv {
+    /// For replicas whose keys are named by `tag` and the generator's
+    /// process id, each holding up to `streams` streams of one caller.
+    pub(crate) fn new(tag: &str, streams: usize) -> Self {
+        Self {
+            redis: std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
+            prefix: format!("switchyard-loadtest-{}{tag}:", std::process::id()),
+            // The generator stands for many clients from one address: each
+            // replica lets one caller hold every stream of the run (64 by default).
+            per_caller: (2 * streams).to_string(),
+        }
+    }
+
+    /// Replicas sharing Redis share keys too (the bus's MACs, requestState).
+    pub(crate) fn pairs(&self) -> [(&str, &str); 4] {
+        [
+            ("SWITCHYARD_REDIS_URL", self.redis.as_str()),
+            ("SWITCHYARD_REDIS_PREFIX", self.prefix.as_str()),
+            ("SWITCHYARD_STATE__KEYS", crate::LOADTEST_STATE_KEY),
+            ("SWITCHYARD_LISTEN__MAX_STREAMS_PER_CALLER", self.per_caller.as_str()),
+        ]
+    }
 }
 
 /// Streams hyper (and so the bare server, on `axum::serve`) allows on one
@@ -326,18 +376,8 @@ pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64, h2_connec
          {streams} streams need --h2-connections {} or more",
         streams.div_ceil(BARE_H2_STREAMS_PER_CONNECTION)
     );
-    let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let prefix = format!("switchyard-loadtest-{}:", std::process::id());
-    // Replicas sharing Redis share keys (the bus's MACs, requestState). The
-    // generator stands for many clients from one address: each replica lets
-    // one caller hold every stream of the run (64 by default).
-    let per_caller = (2 * streams).to_string();
-    let env = [
-        ("SWITCHYARD_REDIS_URL", redis.as_str()),
-        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
-        ("SWITCHYARD_STATE__KEYS", crate::LOADTEST_STATE_KEY),
-        ("SWITCHYARD_LISTEN__MAX_STREAMS_PER_CALLER", per_caller.as_str()),
-    ];
+    let replicas = ReplicaEnv::new("", streams);
+    let env = replicas.pairs();
     let (a, b) = (start_switchyard_with(binary, &env).await?, start_switchyard_with(binary, &env).await?);
     let (pid_a, pid_b) = (a.child.id(), b.child.id());
     let publish_on_a = format!("{}/notifications/resources/updated", a.url.replace("/mcp", "/admin/v1"));

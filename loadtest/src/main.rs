@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
 
 mod auth_call;
 mod fanout;
+mod fanout_compare;
 mod listen_burst;
 mod wasm_call;
 
@@ -114,6 +115,27 @@ enum Scenario {
         #[arg(long, default_value_t = 5)]
         h2_connections: usize,
     },
+    /// The across-replica rows of `fanout` for two builds in one run, their
+    /// rounds in turn (what a change to the bus is weighed by: separate runs
+    /// of one build differ by more than the 10% a change may cost). Needs
+    /// Redis (`REDIS_URL`).
+    FanoutCompare {
+        /// The build measured against.
+        #[arg(long)]
+        before: PathBuf,
+        /// The build measured.
+        #[arg(long, default_value = "target/release/switchyard")]
+        after: PathBuf,
+        /// Listen streams on each build's replica B.
+        #[arg(long, default_value_t = 1_000)]
+        streams: usize,
+        /// Notifications published through each build, per transport.
+        #[arg(long, default_value_t = 100)]
+        rounds: u64,
+        /// HTTP/2 connections that carry the streams of the HTTP/2 rows.
+        #[arg(long, default_value_t = 5)]
+        h2_connections: usize,
+    },
     /// Two replicas on one Redis against one, the load spread round robin:
     /// throughput and CPU per request. Needs Redis (`REDIS_URL`).
     Replicas {
@@ -182,6 +204,9 @@ fn main() -> anyhow::Result<()> {
         }
         Scenario::Fanout { switchyard, streams, rounds, h2_connections } => {
             runtime.block_on(fanout::fanout(&switchyard, streams, rounds, h2_connections))
+        }
+        Scenario::FanoutCompare { before, after, streams, rounds, h2_connections } => {
+            runtime.block_on(fanout_compare::fanout_compare(&before, &after, streams, rounds, h2_connections))
         }
         Scenario::AuthCall { switchyard, requests, concurrency } => {
             runtime.block_on(auth_call::auth_call(&switchyard, requests, concurrency))
