@@ -92,6 +92,10 @@ for name, values in [("defaults", None), ("everything", yaml.safe_load((HERE / "
             proxies = ((values or {}).get("config", {}).get("http") or {}).get("trustedProxies") or None
             if written.get("http", {}).get("trusted_proxies") != proxies:
                 failures.append(f"{name}: http.trusted_proxies is not {proxies}: {written.get('http')}")
+            # Pod logs are JSON lines unless config.logFormat says otherwise.
+            log_format = ((values or {}).get("config") or {}).get("logFormat", "json")
+            if written.get("log_format") != log_format:
+                failures.append(f"{name}: log_format is {written.get('log_format')}, not {log_format}")
             # config.redisLogMaxLen is the bus log's length.
             log_max_len = ((values or {}).get("config") or {}).get("redisLogMaxLen")
             if written.get("redis_log_max_len") != log_max_len:

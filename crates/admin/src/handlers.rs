@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_bus::{Event, Published};
+use switchyard_protocol::headers::names_media_type;
 use switchyard_registry::{NewPlugin, PluginKind, PluginRecord, parse_namespace, validate_scopes};
 
 use crate::State;
@@ -21,7 +22,7 @@ type Answer = Result<Response, Problem>;
 /// a browser cannot send that cross-site without a preflight we never grant.
 fn json_body<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, Problem> {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    if !content_type.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json")) {
+    if !names_media_type(content_type, "application/json") {
         return Err(Problem::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
@@ -297,7 +298,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, Problem> {
 
 pub(crate) async fn upload(Extract(state): Extract<State>, headers: HeaderMap, body: Bytes) -> Answer {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    if !matches!(content_type.split(';').next().map(str::trim), Some("application/wasm" | "application/octet-stream")) {
+    if !["application/wasm", "application/octet-stream"].iter().any(|media| names_media_type(content_type, media)) {
         return Err(Problem::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",

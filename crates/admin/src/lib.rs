@@ -38,7 +38,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_bus::NotificationBus;
 use switchyard_core::Catalog;
-use switchyard_plugins::BuildError;
+use switchyard_core::plugin_spec::SpecError;
 use switchyard_registry::{PluginRecord, Registry};
 
 pub use access::{Access, BearerCheck};
@@ -47,7 +47,7 @@ pub use access::{Access, BearerCheck};
 pub trait Plugins: Send + Sync + 'static {
     /// Builds the plugin `record` describes, without serving it, and returns
     /// its tools as they would be published.
-    fn check<'a>(&'a self, record: &'a PluginRecord) -> BoxFuture<'a, Result<Vec<Value>, BuildError>>;
+    fn check<'a>(&'a self, record: &'a PluginRecord) -> BoxFuture<'a, Result<Vec<Value>, SpecError>>;
 
     /// Brings this replica's catalog up to the registry; returns the registry version.
     fn refresh(&self) -> BoxFuture<'_, Result<i64, switchyard_registry::Error>>;

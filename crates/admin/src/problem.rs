@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use switchyard_plugins::BuildError;
+use switchyard_core::plugin_spec::SpecError;
 
 /// An error answer.
 #[derive(Debug)]
@@ -33,8 +33,8 @@ impl Problem {
     }
 }
 
-impl From<BuildError> for Problem {
-    fn from(error: BuildError) -> Self {
+impl From<SpecError> for Problem {
+    fn from(error: SpecError) -> Self {
         Self::invalid(error.field, error.reason)
     }
 }

@@ -146,7 +146,7 @@ pub struct IntrospectionConfig {
     /// Switchyard's client id at the authorization server.
     pub client_id: String,
     /// Its secret (sent with HTTP Basic).
-    pub client_secret: String,
+    pub client_secret: switchyard_settings::Secret,
     /// The issuer the answers speak for, used when an answer has no `iss`.
     pub issuer: String,
 }

@@ -21,7 +21,7 @@ pub(crate) async fn introspect(
 ) -> Result<Principal, Rejection> {
     let response = http
         .post(&config.endpoint)
-        .basic_auth(&config.client_id, Some(&config.client_secret))
+        .basic_auth(&config.client_id, Some(config.client_secret.expose()))
         .form(&[("token", token), ("token_type_hint", "access_token")])
         .send()
         .await

@@ -4,30 +4,39 @@
 //!
 //! This crate knows no HTTP, no JSON-RPC ids and no listen streams: it moves
 //! [`Event`]s. `core`'s listen hub subscribes once per process and fans events
-//! out to its local streams; that split is what lets [`RedisBus`] carry events
-//! between replicas without touching anything above it.
+//! out to its local streams; that split is what lets the Redis bus carry
+//! events between replicas without touching anything above it.
 //!
 //! Even a single process publishes through the bus, so the one-replica path is
 //! the same path that scales out. A publish that returns `Ok` was carried
 //! (across replicas: appended to a durable log first); one that fails was
 //! delivered nowhere. A subscriber receives each event at most once, and
 //! hears a [`Delivery::Gap`] whenever events may have been lost, never
-//! silence. [`testing`] starts Redis servers and
-//! clusters of a test's own. [`marks`] keeps single-use marks on the same
-//! Redis (or in process), which `core` needs to refuse a replayed
+//! silence. [`marks`] keeps single-use marks in process (or, with the
+//! Redis bus, in Redis), which `core` needs to refuse a replayed
 //! `requestState` on every replica.
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `redis` | `RedisBus`, `RedisMarks`, `RedisConfig`, `RedisLink` (the one connection type of everything that talks to Redis) and `BusKey`: what several replicas need. The in-process bus, the embedded default, needs none of it. |
+//! | `testing` | `testing`: Redis servers, clusters and partitions of a test's own, and the contract every bus meets. For test suites only; the product never enables it. |
 
 pub mod marks;
 mod memory;
+#[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
+#[cfg(feature = "redis")]
 mod wire;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 pub use memory::InMemoryBus;
-pub use redis::{DEFAULT_LOG_MAX_LEN, RedisBus, RedisConfig};
+#[cfg(feature = "redis")]
+pub use redis::{DEFAULT_LOG_MAX_LEN, Patience, RedisBus, RedisConfig, RedisLink, RedisMarks};
+#[cfg(feature = "redis")]
 pub use wire::BusKey;
 
 /// Something that changed, as every replica needs to hear it.

@@ -77,24 +77,10 @@ mod tests {
     use super::*;
     use crate::Delivery;
 
-    // The contract every bus implementation must meet; the Redis bus (#5) runs
-    // the same assertions.
-    async fn delivers_in_order_to_every_subscriber(bus: &dyn NotificationBus) {
-        let mut a = bus.subscribe();
-        let mut b = bus.subscribe();
-        for v in 1..=3 {
-            bus.publish(Event::ToolsListChanged { catalog_version: v }).await.unwrap();
-        }
-        for sub in [&mut a, &mut b] {
-            for v in 1..=3 {
-                assert_eq!(sub.recv().await, Some(Delivery::Event(Event::ToolsListChanged { catalog_version: v })));
-            }
-        }
-    }
-
+    /// The contract every bus meets; the Redis bus runs it in `tests/redis.rs`.
     #[tokio::test]
     async fn in_memory_bus_meets_the_contract() {
-        delivers_in_order_to_every_subscriber(&InMemoryBus::new()).await;
+        crate::testing::contract::meets_the_contract(&InMemoryBus::new()).await;
     }
 
     #[tokio::test]
@@ -105,21 +91,6 @@ mod tests {
             bus.publish(Event::ToolsListChanged { catalog_version: v }).await.unwrap();
         }
         assert_eq!(sub.recv().await, Some(Delivery::Gap { missed: Some(10) }));
-    }
-
-    #[tokio::test]
-    async fn a_key_publishes_once() {
-        let bus = InMemoryBus::new();
-        let mut sub = bus.subscribe();
-        let event = Event::ResourceUpdated { uri: "file:///a".into() };
-        assert_eq!(bus.publish_once(event.clone(), "k").await.unwrap(), Published::Now);
-        assert_eq!(bus.publish_once(event.clone(), "k").await.unwrap(), Published::Already);
-        assert_eq!(bus.publish_once(event.clone(), "other").await.unwrap(), Published::Now);
-        let another = Event::ResourceUpdated { uri: "file:///b".into() };
-        assert!(matches!(bus.publish_once(another, "k").await, Err(Error::KeyReused)), "a key is bound to its event");
-        assert_eq!(sub.recv().await, Some(Delivery::Event(event.clone())));
-        assert_eq!(sub.recv().await, Some(Delivery::Event(event)));
-        assert!(sub.inner.try_recv().is_err(), "the repeat was delivered to no one");
     }
 
     #[test]

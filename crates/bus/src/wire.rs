@@ -19,6 +19,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac as _};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use switchyard_settings::Secret;
 
 use crate::Event;
 
@@ -33,18 +34,12 @@ const TAG: &str = "s2";
 const FRESH_FOR: u64 = 5 * 60 * 1000;
 
 /// A key the replicas share for the bus's MACs.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BusKey {
     /// Names the key in each message, `[A-Za-z0-9_-]+`.
     pub id: String,
     /// At least 32 bytes.
-    pub secret: Vec<u8>,
-}
-
-impl std::fmt::Debug for BusKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BusKey").field("id", &self.id).finish_non_exhaustive()
-    }
+    pub secret: Secret<Vec<u8>>,
 }
 
 impl BusKey {
@@ -56,12 +51,12 @@ impl BusKey {
         let mut derivation = Hmac::<Sha256>::new_from_slice(shared_secret).expect("HMAC accepts any key length");
         derivation.update(b"switchyard bus MAC v2");
         let secret = derivation.finalize().into_bytes().to_vec();
-        Self { id: id.to_owned(), secret }
+        Self { id: id.to_owned(), secret: secret.into() }
     }
 
     fn mac(&self, channel: &str, envelope: &[u8]) -> Hmac<Sha256> {
         #[allow(clippy::expect_used)] // HMAC takes a key of any length
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC accepts any key length");
+        let mut mac = Hmac::<Sha256>::new_from_slice(self.secret.expose()).expect("HMAC accepts any key length");
         mac.update(channel.as_bytes());
         mac.update(b"\n");
         mac.update(envelope);
@@ -143,7 +138,7 @@ mod tests {
     const NOW: u64 = 1_800_000_000_000;
 
     fn key(id: &str, byte: u8) -> BusKey {
-        BusKey { id: id.into(), secret: vec![byte; 32] }
+        BusKey { id: id.into(), secret: vec![byte; 32].into() }
     }
 
     #[test]

@@ -35,6 +35,14 @@ async fn nothing_within(subscription: &mut switchyard_bus::Subscription, wait: D
     tokio::time::timeout(wait, subscription.recv()).await.is_err()
 }
 
+/// The contract every bus meets (`bus::testing::contract`), as the
+/// in-process bus does.
+#[tokio::test]
+async fn the_redis_bus_meets_the_contract() {
+    let bus = RedisBus::connect(&config()).await.unwrap();
+    switchyard_bus::testing::contract::meets_the_contract(bus.as_ref()).await;
+}
+
 #[tokio::test]
 async fn events_cross_replicas_once_and_list_changes_stay_home() {
     let config = config();
@@ -254,4 +262,6 @@ async fn events_cross_replicas_through_a_redis_cluster() {
     assert_eq!(next(&mut at_one).await, from_two);
     assert_eq!(next(&mut at_two).await, from_two);
     assert!(nothing_within(&mut at_one, Duration::from_millis(300)).await, "no duplicates");
+    drop((at_one, at_two));
+    switchyard_bus::testing::contract::meets_the_contract(one.as_ref()).await;
 }

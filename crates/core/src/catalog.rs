@@ -130,6 +130,19 @@ pub struct Snapshot {
     pub list_policy: CachePolicy,
 }
 
+impl std::fmt::Debug for Snapshot {
+    // The version and the sizes: the entries hold plugins and compiled schemas.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("version", &self.version)
+            .field("tools", &self.tools.len())
+            .field("prompts", &self.prompts.len())
+            .field("resources", &self.resources.len())
+            .field("templates", &self.templates.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Snapshot {
     /// The tool named `name`.
     pub fn tool(&self, name: &str) -> Option<&ToolEntry> {

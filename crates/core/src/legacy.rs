@@ -138,7 +138,8 @@ mod tests {
 
     #[test]
     fn minted_ids_name_their_replica_for_their_caller_only() {
-        let sealer = StateSealer::new(vec![StateKey { id: "k".into(), secret: vec![7; 32] }], Duration::from_secs(60));
+        let sealer =
+            StateSealer::new(vec![StateKey { id: "k".into(), secret: vec![7; 32].into() }], Duration::from_secs(60));
         let replica = "0123456789abcdef";
         let id = request_id(&sealer, replica, Some("alice"));
         assert_eq!(verified_owner(&sealer, &id, Some("alice")), Some(replica));

@@ -4,14 +4,24 @@
 
 use serde_json::{Map, Value};
 
-/// A field of a plugin spec is wrong. `field` is a path inside the spec.
+/// A field of a plugin's registration is wrong: what a kind's spec parser
+/// and the plugin factory refuse, and what the admin API answers 422 with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]
 pub struct SpecError {
-    /// Where, e.g. `limits.memory_mib`.
+    /// Where: a path inside the spec from a kind's parser (`limits.memory_mib`),
+    /// from the top of the registration once the factory reports it
+    /// (`spec.limits.memory_mib`, `kind`).
     pub field: String,
     /// Why.
     pub reason: String,
+}
+
+impl SpecError {
+    /// `field` is wrong because of `reason`.
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self { field: field.into(), reason: reason.into() }
+    }
 }
 
 /// A [`SpecError`] at `field`.

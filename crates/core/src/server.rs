@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::caching::CachePolicy;
+use crate::caching::{CachePolicy, CacheScope};
 use crate::call::{Call, PendingResponses};
 use crate::catalog::{Catalog, HeaderParam, Item, Snapshot};
 use crate::error::{Delivery, Error};
@@ -61,6 +61,26 @@ pub struct Config {
     pub policy: Policy,
 }
 
+impl Default for Config {
+    /// The defaults each field names, and one random state key of this
+    /// process's own: replicas that share work must be given the same keys.
+    fn default() -> Self {
+        Self {
+            server_name: "switchyard".into(),
+            server_version: env!("CARGO_PKG_VERSION").into(),
+            instructions: None,
+            page_size: 100,
+            discover_cache: CachePolicy::new(Duration::from_secs(3600), CacheScope::Public),
+            read_cache: CachePolicy::new(Duration::from_secs(60), CacheScope::Public),
+            call_timeout: Duration::from_secs(60),
+            state_keys: vec![StateKey { id: "ephemeral".into(), secret: rand::random::<[u8; 32]>().to_vec().into() }],
+            state_lifetime: Duration::from_secs(600),
+            state_single_use: true,
+            policy: Policy::default(),
+        }
+    }
+}
+
 /// A request that passed era, `_meta` and version validation.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -76,9 +96,22 @@ pub struct Prepared {
     pub meta: Option<RequestMeta>,
     /// Who is calling.
     pub caller: Caller,
+    /// The catalog as it was when the request was prepared: its headers are
+    /// checked and it is executed against this one snapshot, so a rebuild in
+    /// between cannot check one tool's headers and call another's.
+    pub snapshot: Arc<Snapshot>,
 }
 
 impl Prepared {
+    /// The `x-mcp-header` arguments of the tool a `tools/call` names (none
+    /// for any other request, or a tool the catalog does not have).
+    pub fn header_params(&self) -> &[HeaderParam] {
+        match (&self.method, self.params.get("name").and_then(Value::as_str)) {
+            (Method::CallTool, Some(tool)) => self.snapshot.tool(tool).map_or(&[], |t| t.header_params.as_slice()),
+            _ => &[],
+        }
+    }
+
     /// Whether running this request may send anything before its result
     /// (progress, log messages, requests to a legacy client). When it cannot,
     /// a transport may skip the machinery for streaming.
@@ -319,11 +352,6 @@ impl Server {
         tools.chain(prompts).chain(resources).collect()
     }
 
-    /// The `x-mcp-header` arguments of a tool, for the HTTP header check.
-    pub fn header_params(&self, tool: &str) -> Vec<HeaderParam> {
-        self.catalog.snapshot().tool(tool).map(|t| t.header_params.clone()).unwrap_or_default()
-    }
-
     /// What the rate limiter counts a request for `method` naming `name`
     /// against: the tool, prompt or resource when the catalog has it, else
     /// the method (unknown methods all as `other`). So the keys form a set
@@ -372,15 +400,16 @@ impl Server {
             ));
         }
         let method = Method::parse(method);
+        let snapshot = self.catalog.snapshot();
         let claims_modern = RequestMeta::claimed_version(&params).is_some();
         if !claims_modern && !modern_hint {
-            return Ok(Prepared { id, method, params, era: Era::Legacy, meta: None, caller });
+            return Ok(Prepared { id, method, params, era: Era::Legacy, meta: None, caller, snapshot });
         }
         let meta = RequestMeta::take(&mut params)?;
         if switchyard_protocol::ProtocolVersion::parse_modern(&meta.protocol_version).is_none() {
             return Err(ErrorObject::unsupported_version(&version::MODERN, &meta.protocol_version));
         }
-        Ok(Prepared { id, method, params, era: Era::Modern, meta: Some(meta), caller })
+        Ok(Prepared { id, method, params, era: Era::Modern, meta: Some(meta), caller, snapshot })
     }
 
     /// Runs a prepared request. `outbox`, when given, receives the request's
@@ -440,7 +469,7 @@ impl Server {
         outbox: Option<mpsc::Sender<Value>>,
         cancel: CancellationToken,
     ) -> Result<Dispatched, Error> {
-        let snapshot = self.catalog.snapshot();
+        let snapshot = Arc::clone(&request.snapshot);
         let mut meta = request.meta.take().ok_or_else(|| Error::InvalidParams("params._meta is required".into()))?;
         let notifier = match outbox {
             Some(outbox) => Notifier::new(outbox, meta.progress_token.take(), meta.log_level),
@@ -474,7 +503,7 @@ impl Server {
         outbox: Option<mpsc::Sender<Value>>,
         cancel: CancellationToken,
     ) -> Result<Dispatched, Error> {
-        let snapshot = self.catalog.snapshot();
+        let snapshot = Arc::clone(&request.snapshot);
         let progress_token = request.params.get(META).and_then(|m| m.get("progressToken")).cloned();
         let notifier = match outbox {
             Some(outbox) => Notifier::new(outbox, progress_token, Some(legacy::LOG_THRESHOLD)),

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use switchyard_protocol::canonical;
+use switchyard_settings::Secret;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -31,18 +32,12 @@ const KEY_LABEL: &[u8] = b"switchyard-requestState-v2\0";
 const SALT_LEN: usize = 16;
 
 /// A signing key with its id.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct StateKey {
     /// The key id, written into every sealed state; `[A-Za-z0-9_-]+`.
     pub id: String,
     /// The secret, at least 32 bytes.
-    pub secret: Vec<u8>,
-}
-
-impl std::fmt::Debug for StateKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StateKey").field("id", &self.id).field("secret", &"<redacted>").finish()
-    }
+    pub secret: Secret<Vec<u8>>,
 }
 
 /// Why a sealed state was refused. The client only learns that it was invalid.
@@ -131,7 +126,7 @@ impl StateSealer {
         let head = format!("{VERSION}.{}", key.id);
         let salt: [u8; SALT_LEN] = rand::random();
         let mut sealed = serde_json::to_vec(&payload).unwrap_or_default();
-        message_key(&key.secret, &salt)
+        message_key(key.secret.expose(), &salt)
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key([0; NONCE_LEN]),
                 Aad::from(head.as_bytes()),
@@ -160,7 +155,7 @@ impl StateSealer {
         }
         let (salt, ciphertext) = body.split_at(SALT_LEN);
         let mut plaintext = ciphertext.to_vec();
-        let opened = message_key(&key.secret, salt)
+        let opened = message_key(key.secret.expose(), salt)
             .open_in_place(Nonce::assume_unique_for_key([0; NONCE_LEN]), Aad::from(head.as_bytes()), &mut plaintext)
             .map_err(|_| OpenError::Tampered)?;
         let payload: Payload = serde_json::from_slice(opened).map_err(|_| OpenError::Malformed)?;
@@ -194,7 +189,7 @@ impl StateSealer {
     /// clients): 128 bits of HMAC-SHA256 under the first key, hex. `purpose`
     /// separates the uses, so a tag made for one never verifies for another.
     pub fn tag(&self, purpose: &str, parts: &[&str]) -> String {
-        let bytes = tag_mac(&self.keys[0].secret, purpose, parts).finalize().into_bytes();
+        let bytes = tag_mac(self.keys[0].secret.expose(), purpose, parts).finalize().into_bytes();
         bytes[..16].iter().map(|b| format!("{b:02x}")).collect()
     }
 
@@ -202,7 +197,7 @@ impl StateSealer {
     /// tags survive a key rotation), compared in constant time.
     pub fn verify_tag(&self, purpose: &str, parts: &[&str], tag: &str) -> bool {
         let Some(tag) = decode_hex(tag).filter(|t| t.len() == 16) else { return false };
-        self.keys.iter().any(|key| tag_mac(&key.secret, purpose, parts).verify_truncated_left(&tag).is_ok())
+        self.keys.iter().any(|key| tag_mac(key.secret.expose(), purpose, parts).verify_truncated_left(&tag).is_ok())
     }
 }
 
@@ -252,7 +247,7 @@ mod tests {
     use serde_json::json;
 
     fn key(id: &str, byte: u8) -> StateKey {
-        StateKey { id: id.into(), secret: vec![byte; 32] }
+        StateKey { id: id.into(), secret: vec![byte; 32].into() }
     }
 
     fn params(v: Value) -> Map<String, Value> {

@@ -16,13 +16,8 @@ use crate::server::{Execution, Prepared};
 
 pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
     let method = request.method.label();
-    let param = |name: &str| request.params.get(name).and_then(Value::as_str);
-    let target = match request.method {
-        Method::CallTool | Method::GetPrompt => param("name"),
-        Method::ReadResource => param("uri"),
-        Method::GetTask | Method::UpdateTask | Method::CancelTask => param("taskId"),
-        _ => None,
-    };
+    // What the span is about: the member `Mcp-Name` mirrors (tool, prompt, URI or task).
+    let target = request.method.name_param().and_then(|name| request.params.get(name)).and_then(Value::as_str);
     let span = tracing::info_span!(
         "mcp",
         // Formatted only when a subscriber records the span.

@@ -68,8 +68,7 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
+        .is_some_and(|v| switchyard_protocol::headers::names_media_type(v, "application/json"));
     if !is_json {
         return reply::transport_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -133,7 +132,7 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         Err(e) => return reply::error(Some(&id), &e),
     };
     // Step 9: the standard headers are present and `Mcp-Name`/`Mcp-Param-*` match.
-    if let Err(e) = mirror::require(&headers, &prepared, &state.server) {
+    if let Err(e) = mirror::require(&headers, &prepared) {
         return reply::error(Some(&id), &e);
     }
 

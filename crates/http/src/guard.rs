@@ -2,17 +2,72 @@
 //! (MCP Streamable HTTP, "Security"). A browser tricked into calling a local
 //! server sends the attacker's name in both, so both are checked.
 
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::extract::Request;
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, StatusCode, Uri, Version, header};
 use axum::response::Response;
+use futures::future::{Either, Ready, ready};
 
 use crate::reply;
 use crate::router::Config;
 
+/// The guard as a tower layer, for routes that do not check it themselves
+/// (the MCP endpoint behind the auth layer, the admin API, `/metrics`): a
+/// refusal is answered at once, anything else goes on unboxed.
+#[derive(Clone)]
+pub struct GuardLayer {
+    config: Arc<Config>,
+}
+
+impl GuardLayer {
+    /// Checks requests against `config`'s allowed hosts and origins.
+    pub fn new(config: Arc<Config>) -> Self {
+        Self { config }
+    }
+}
+
+impl<S> tower::Layer<S> for GuardLayer {
+    type Service = Guard<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Guard { config: Arc::clone(&self.config), inner }
+    }
+}
+
+/// The service [`GuardLayer`] wraps around `S`.
+#[derive(Clone)]
+pub struct Guard<S> {
+    config: Arc<Config>,
+    inner: S,
+}
+
+impl<S> tower::Service<Request> for Guard<S>
+where
+    S: tower::Service<Request, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = Either<Ready<Result<Response, S::Error>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        match refusal(&self.config, request.version(), request.uri(), request.headers()) {
+            Some(refusal) => Either::Left(ready(Ok(refusal))),
+            None => Either::Right(self.inner.call(request)),
+        }
+    }
+}
+
 /// The refusal of a request whose `Host` or `Origin` is not allowed. It is the first
 /// thing the endpoint does: a rebinding attack must not reach any MCP
-/// processing. (A plain call rather than a middleware layer: it is on every
-/// request's path, and a layer costs a boxed future per request.)
+/// processing. (Without authorization the endpoint calls it itself, which
+/// costs nothing; [`GuardLayer`] runs it where another layer comes first.)
 ///
 /// The host is named by `Host` and, on HTTP/2, by `:authority`, which hyper
 /// puts in the URI (so does an HTTP/1.1 request in absolute form); every
@@ -97,6 +152,39 @@ mod tests {
         assert_eq!(refused(Version::HTTP_2, "http://evil.example/mcp", Some("localhost")), Some(StatusCode::FORBIDDEN));
         assert_eq!(refused(Version::HTTP_2, "http://localhost/mcp", Some("evil.example")), Some(StatusCode::FORBIDDEN));
         assert_eq!(refused(Version::HTTP_2, "/mcp", None), Some(StatusCode::BAD_REQUEST));
+    }
+
+    #[tokio::test]
+    async fn the_layer_refuses_before_the_route_runs_and_passes_the_rest() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tower::ServiceExt as _;
+        let reached = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&reached);
+        let app = axum::Router::new()
+            .route(
+                "/admin",
+                axum::routing::get(move || {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    async { "in" }
+                }),
+            )
+            .layer(GuardLayer::new(Arc::new(Config::default())));
+        let request = |host: &str, origin: Option<&str>| {
+            let mut request = Request::get("/admin").header(header::HOST, host);
+            if let Some(origin) = origin {
+                request = request.header(header::ORIGIN, origin);
+            }
+            request.body(axum::body::Body::empty()).expect("a request")
+        };
+        let status = |request: Request| {
+            let app = app.clone();
+            async move { app.oneshot(request).await.expect("infallible").status() }
+        };
+        assert_eq!(status(request("evil.example", None)).await, StatusCode::FORBIDDEN);
+        assert_eq!(status(request("localhost", Some("https://evil.example"))).await, StatusCode::FORBIDDEN);
+        assert_eq!(reached.load(Ordering::SeqCst), 0, "a refused request reaches nothing");
+        assert_eq!(status(request("localhost:8080", Some("http://localhost:5173"))).await, StatusCode::OK);
+        assert_eq!(reached.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use axum::http::header::AsHeaderName;
 use axum::http::{HeaderMap, HeaderName};
 use serde_json::{Map, Value};
-use switchyard_core::{Prepared, Server};
+use switchyard_core::Prepared;
 use switchyard_protocol::headers::{self, decode_value, matches_body};
 use switchyard_protocol::version::{Era, LEGACY};
 use switchyard_protocol::{ErrorObject, Method, RequestMeta};
@@ -59,7 +59,7 @@ pub(crate) fn cross_check(headers: &HeaderMap, method: &str, params: &Map<String
 
 /// Step 9: the standard headers are present, and `Mcp-Name` and every
 /// `Mcp-Param-*` agree with the body once decoded.
-pub(crate) fn require(headers: &HeaderMap, request: &Prepared, server: &Server) -> Result<(), ErrorObject> {
+pub(crate) fn require(headers: &HeaderMap, request: &Prepared) -> Result<(), ErrorObject> {
     if request.era == Era::Legacy {
         // Legacy clients predate these headers and need send none; one that
         // sends `Mcp-Name` anyway must not name what its body does not (the
@@ -82,7 +82,7 @@ pub(crate) fn require(headers: &HeaderMap, request: &Prepared, server: &Server) 
         name_agrees(&decode(header, "Mcp-Name")?, request, member)?;
     }
     if request.method == Method::CallTool {
-        check_params(headers, request, server)?;
+        check_params(headers, request)?;
     }
     Ok(())
 }
@@ -98,10 +98,9 @@ fn name_agrees(header: &str, request: &Prepared, member: &str) -> Result<(), Err
     }
 }
 
-fn check_params(headers: &HeaderMap, request: &Prepared, server: &Server) -> Result<(), ErrorObject> {
-    let Some(Value::String(tool)) = request.params.get("name") else { return Ok(()) };
+fn check_params(headers: &HeaderMap, request: &Prepared) -> Result<(), ErrorObject> {
     let arguments = request.params.get("arguments").and_then(Value::as_object);
-    for param in server.header_params(tool) {
+    for param in request.header_params() {
         let body = arguments.and_then(|a| a.get(&param.argument)).filter(|v| !v.is_null());
         let header = read(headers, param.header.as_str())?;
         match (body, header) {

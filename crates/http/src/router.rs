@@ -14,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 use std::convert::Infallible;
 
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::routing::Route;
 
 use crate::limit::RateLimiter;
@@ -159,16 +158,7 @@ pub fn router(
         // the guard also runs as a layer outside auth. The endpoint's own
         // check stays for the unauthenticated path, where a layer would cost
         // a boxed future per request.
-        let guard_config = Arc::clone(&config);
-        mcp = mcp.route_layer(auth).route_layer(axum::middleware::from_fn(move |request: Request, next: Next| {
-            let refusal = guard::refusal(&guard_config, request.version(), request.uri(), request.headers());
-            async move {
-                match refusal {
-                    Some(refusal) => refusal,
-                    None => next.run(request).await,
-                }
-            }
-        }));
+        mcp = mcp.route_layer(auth).route_layer(guard::GuardLayer::new(Arc::clone(&config)));
     }
     // Outermost: the HTTP span covers the guard and the token check too.
     mcp = mcp.route_layer(crate::trace::layer(&config.endpoint));

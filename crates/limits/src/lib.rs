@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use switchyard_bus::RedisConfig;
+use switchyard_bus::{Patience, RedisConfig, RedisLink};
 use switchyard_http::limit::{Decision, Key, RateLimiter};
 
 /// A steady rate with a burst.
@@ -75,10 +75,13 @@ impl Limits {
     }
 }
 
-/// What to do when the shared limit cannot be checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What to do when the shared limit cannot be checked
+/// (`rate_limit.on_redis_error`: `allow` or `deny`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnError {
     /// Let the request through (availability first). The default.
+    #[default]
     Allow,
     /// Refuse it with a one-second retry (protection first).
     Deny,
@@ -100,19 +103,9 @@ redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) / 1000) + 10
 return 0
 ";
 
-/// Where the limiter's keys live. Both kinds reconnect by themselves.
-#[derive(Clone)]
-enum Link {
-    /// One Redis server, through the connection manager.
-    Single(redis::aio::ConnectionManager),
-    /// A Redis Cluster: each key's slot picks the node, and the script, whose
-    /// only key is that key, runs there (loaded on each node on first use).
-    Cluster(redis::cluster_async::ClusterConnection),
-}
-
 /// Limits shared by every replica, kept in Redis (one server or a cluster).
 pub struct RedisLimiter {
-    link: Link,
+    link: RedisLink,
     script: redis::Script,
     prefix: String,
     limits: Limits,
@@ -139,23 +132,7 @@ impl RedisLimiter {
     /// # Errors
     /// When a URL is invalid or Redis does not answer now.
     pub async fn connect(redis_config: &RedisConfig, limits: Limits, on_error: OnError) -> redis::RedisResult<Self> {
-        let (connect_timeout, response_timeout) = (Duration::from_secs(1), Duration::from_millis(500));
-        let link = if redis_config.cluster {
-            let client = redis_config
-                .cluster_builder()?
-                .connection_timeout(connect_timeout)
-                .response_timeout(response_timeout)
-                .retries(1)
-                .build()?;
-            Link::Cluster(client.get_async_connection().await?)
-        } else {
-            let client = redis_config.client()?;
-            let config = redis::aio::ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(connect_timeout))
-                .set_response_timeout(Some(response_timeout))
-                .set_number_of_retries(1);
-            Link::Single(redis::aio::ConnectionManager::new_with_config(client, config).await?)
-        };
+        let link = RedisLink::connect(redis_config, Patience::CHECK).await?;
         Ok(Self { link, script: redis::Script::new(GCRA), prefix: redis_config.prefix.clone(), limits, on_error })
     }
 }
@@ -167,10 +144,9 @@ impl RateLimiter for RedisLimiter {
             let redis_key = format!("{}rl:{}", self.prefix, bounded_key(key));
             let mut invocation = self.script.key(redis_key);
             invocation.arg(rate.interval().as_micros() as u64).arg(rate.tolerance().as_micros() as u64);
-            let waited: redis::RedisResult<i64> = match self.link.clone() {
-                Link::Single(mut manager) => invocation.invoke_async(&mut manager).await,
-                Link::Cluster(mut cluster) => invocation.invoke_async(&mut cluster).await,
-            };
+            // In a cluster, the key's slot picks the node, and the script,
+            // whose only key is that key, runs there (loaded on first use).
+            let waited: redis::RedisResult<i64> = invocation.invoke_async(&mut self.link.clone()).await;
             match waited {
                 Ok(0) => Decision::Allow,
                 Ok(micros) => Decision::Deny { retry_after: Duration::from_micros(micros.unsigned_abs()) },

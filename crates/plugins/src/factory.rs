@@ -10,28 +10,12 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_core::Plugin;
 use switchyard_core::catalog::ListChanges;
+use switchyard_core::plugin_spec::SpecError;
 use switchyard_upstream::{McpClient, OutboundPolicy, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec};
 use switchyard_wasm::{HostDirs, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
 use crate::builtin;
 use crate::namespaced::Namespaced;
-
-/// Why a plugin could not be built. `field` names what to fix, as a path
-/// from the top of the registration (`kind`, `spec.artifact`, …).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct BuildError {
-    /// The field at fault.
-    pub field: String,
-    /// Why.
-    pub reason: String,
-}
-
-impl BuildError {
-    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self { field: field.into(), reason: reason.into() }
-    }
-}
 
 /// Where module bytes come from, by SHA-256.
 pub trait Artifacts: Send + Sync {
@@ -108,12 +92,12 @@ impl Factory {
         Self { wasm_config, wasm: OnceLock::new(), upstream_limits, grants, changes }
     }
 
-    fn wasm_runtime(&self) -> Result<&Arc<Runtime>, BuildError> {
+    fn wasm_runtime(&self) -> Result<&Arc<Runtime>, SpecError> {
         if let Some(runtime) = self.wasm.get() {
             return Ok(runtime);
         }
         let runtime =
-            Runtime::new(self.wasm_config).map_err(|e| BuildError::new("kind", format!("WASM runtime: {e}")))?;
+            Runtime::new(self.wasm_config).map_err(|e| SpecError::new("kind", format!("WASM runtime: {e}")))?;
         Ok(self.wasm.get_or_init(|| runtime))
     }
 
@@ -126,17 +110,17 @@ impl Factory {
         plugin: Registration<'_>,
         artifacts: &dyn Artifacts,
         purpose: Purpose,
-    ) -> Result<Arc<dyn Plugin>, BuildError> {
+    ) -> Result<Arc<dyn Plugin>, SpecError> {
         let inner: Arc<dyn Plugin> = match plugin.kind {
             "builtin" => {
                 let name = plugin
                     .spec
                     .get("name")
                     .and_then(Value::as_str)
-                    .ok_or_else(|| BuildError::new("spec.name", "is required: the built-in plugin's name"))?;
+                    .ok_or_else(|| SpecError::new("spec.name", "is required: the built-in plugin's name"))?;
                 builtin::by_name(name).ok_or_else(|| {
                     let known: Vec<&str> = builtin::AVAILABLE.iter().map(|(n, _)| *n).collect();
-                    BuildError::new(
+                    SpecError::new(
                         "spec.name",
                         format!("{name:?} is not a built-in plugin (known: {})", known.join(", ")),
                     )
@@ -144,7 +128,7 @@ impl Factory {
             }
             "wasm" => {
                 let spec = WasmSpec::parse(plugin.spec, self.wasm_config.max_memory_bytes, &self.grants.host_dirs)
-                    .map_err(|e| BuildError::new(format!("spec.{}", e.field), e.reason))?;
+                    .map_err(|e| SpecError::new(format!("spec.{}", e.field), e.reason))?;
                 let runtime = self.wasm_runtime()?;
                 let module = match runtime.cached_module(&spec.artifact) {
                     Some(module) => module,
@@ -152,38 +136,38 @@ impl Factory {
                         let bytes = artifacts
                             .fetch(&spec.artifact)
                             .await
-                            .map_err(|e| BuildError::new("spec.artifact", format!("cannot be fetched: {e}")))?
+                            .map_err(|e| SpecError::new("spec.artifact", format!("cannot be fetched: {e}")))?
                             .ok_or_else(|| {
-                                BuildError::new("spec.artifact", "no artifact has this digest; upload the module first")
+                                SpecError::new("spec.artifact", "no artifact has this digest; upload the module first")
                             })?;
                         runtime
                             .compile(&spec.artifact, bytes)
                             .await
-                            .map_err(|e| BuildError::new("spec.artifact", e.to_string()))?
+                            .map_err(|e| SpecError::new("spec.artifact", e.to_string()))?
                     }
                 };
                 Arc::new(
                     WasmPlugin::load(runtime, plugin.id, &module, spec)
                         .await
-                        .map_err(|e| BuildError::new("spec.artifact", e.to_string()))?,
+                        .map_err(|e| SpecError::new("spec.artifact", e.to_string()))?,
                 )
             }
             "upstream" => {
                 // Secrets are checked against the grants here, before the
                 // client reads any of them or connects anywhere.
                 let spec = UpstreamSpec::parse(plugin.spec, &self.grants.secrets)
-                    .map_err(|e| BuildError::new(format!("spec.{}", e.field), e.reason))?;
+                    .map_err(|e| SpecError::new(format!("spec.{}", e.field), e.reason))?;
                 let client = McpClient::new(spec, self.grants.outbound.clone(), self.upstream_limits)
-                    .map_err(|(field, reason)| BuildError::new(field, reason))?;
+                    .map_err(|(field, reason)| SpecError::new(field, reason))?;
                 let changes = (purpose == Purpose::Serve).then(|| self.changes.clone());
                 Arc::new(
                     UpstreamPlugin::connect(plugin.id, client, changes)
                         .await
-                        .map_err(|e| BuildError::new("spec.url", e.to_string()))?,
+                        .map_err(|e| SpecError::new("spec.url", e.to_string()))?,
                 )
             }
             other => {
-                return Err(BuildError::new(
+                return Err(SpecError::new(
                     "kind",
                     format!("{other:?} is not a plugin kind (builtin, wasm, upstream)"),
                 ));
@@ -193,7 +177,7 @@ impl Factory {
         for tool in published.tools() {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
             if !switchyard_core::catalog::is_valid_tool_name(name) {
-                return Err(BuildError::new(
+                return Err(SpecError::new(
                     "namespace",
                     format!(
                         "the published tool name {name:?} must be 1-64 characters of [A-Za-z0-9_.-]; shorten the namespace"

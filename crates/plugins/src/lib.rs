@@ -14,7 +14,7 @@ pub mod builtin;
 mod factory;
 mod namespaced;
 
-pub use factory::{Artifacts, BuildError, Factory, Grants, Purpose, Registration};
+pub use factory::{Artifacts, Factory, Grants, Purpose, Registration};
 pub use namespaced::Namespaced;
 pub use switchyard_upstream::{OutboundPolicy, SecretPolicy, UpstreamLimits};
 pub use switchyard_wasm::HostDirs;

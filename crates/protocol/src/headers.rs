@@ -22,6 +22,13 @@ pub const SESSION_ID: &str = "mcp-session-id";
 /// The schema annotation that asks clients to mirror an argument into a header.
 pub const X_MCP_HEADER: &str = "x-mcp-header";
 
+/// Whether a `Content-Type` value names the media type `media`
+/// (case-insensitively, parameters such as `charset` ignored): how the MCP
+/// endpoint and the admin API both recognise a JSON body.
+pub fn names_media_type(content_type: &str, media: &str) -> bool {
+    content_type.split(';').next().is_some_and(|named| named.trim().eq_ignore_ascii_case(media))
+}
+
 const SENTINEL_START: &str = "=?base64?";
 const SENTINEL_END: &str = "?=";
 
@@ -87,6 +94,15 @@ pub fn is_token(name: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn media_types_are_read_without_case_or_parameters() {
+        assert!(names_media_type("application/json", "application/json"));
+        assert!(names_media_type("Application/JSON; charset=utf-8", "application/json"));
+        assert!(!names_media_type("application/jsonx", "application/json"));
+        assert!(!names_media_type("text/plain; x=application/json", "application/json"));
+        assert!(!names_media_type("", "application/json"));
+    }
 
     #[test]
     fn decodes_literal_and_wrapped_values() {

@@ -49,24 +49,24 @@ impl Method {
     /// Parses a method name. Values are case-sensitive.
     pub fn parse(name: &str) -> Self {
         match name {
-            "server/discover" => Self::Discover,
-            "tools/list" => Self::ListTools,
-            "tools/call" => Self::CallTool,
-            "resources/list" => Self::ListResources,
-            "resources/templates/list" => Self::ListResourceTemplates,
-            "resources/read" => Self::ReadResource,
-            "prompts/list" => Self::ListPrompts,
-            "prompts/get" => Self::GetPrompt,
-            "completion/complete" => Self::Complete,
-            "subscriptions/listen" => Self::Listen,
-            "tasks/get" => Self::GetTask,
-            "tasks/update" => Self::UpdateTask,
-            "tasks/cancel" => Self::CancelTask,
-            "initialize" => Self::Initialize,
-            "ping" => Self::Ping,
-            "logging/setLevel" => Self::SetLogLevel,
-            "resources/subscribe" => Self::Subscribe,
-            "resources/unsubscribe" => Self::Unsubscribe,
+            request::DISCOVER => Self::Discover,
+            request::TOOLS_LIST => Self::ListTools,
+            request::TOOLS_CALL => Self::CallTool,
+            request::RESOURCES_LIST => Self::ListResources,
+            request::RESOURCE_TEMPLATES_LIST => Self::ListResourceTemplates,
+            request::RESOURCES_READ => Self::ReadResource,
+            request::PROMPTS_LIST => Self::ListPrompts,
+            request::PROMPTS_GET => Self::GetPrompt,
+            request::COMPLETE => Self::Complete,
+            request::LISTEN => Self::Listen,
+            request::TASKS_GET => Self::GetTask,
+            request::TASKS_UPDATE => Self::UpdateTask,
+            request::TASKS_CANCEL => Self::CancelTask,
+            request::INITIALIZE => Self::Initialize,
+            request::PING => Self::Ping,
+            request::SET_LOG_LEVEL => Self::SetLogLevel,
+            request::SUBSCRIBE => Self::Subscribe,
+            request::UNSUBSCRIBE => Self::Unsubscribe,
             other => Self::Unknown(other.to_owned()),
         }
     }
@@ -81,24 +81,24 @@ impl Method {
 
     fn known_name(&self) -> Option<&'static str> {
         Some(match self {
-            Self::Discover => "server/discover",
-            Self::ListTools => "tools/list",
-            Self::CallTool => "tools/call",
-            Self::ListResources => "resources/list",
-            Self::ListResourceTemplates => "resources/templates/list",
-            Self::ReadResource => "resources/read",
-            Self::ListPrompts => "prompts/list",
-            Self::GetPrompt => "prompts/get",
-            Self::Complete => "completion/complete",
-            Self::Listen => "subscriptions/listen",
-            Self::GetTask => "tasks/get",
-            Self::UpdateTask => "tasks/update",
-            Self::CancelTask => "tasks/cancel",
-            Self::Initialize => "initialize",
-            Self::Ping => "ping",
-            Self::SetLogLevel => "logging/setLevel",
-            Self::Subscribe => "resources/subscribe",
-            Self::Unsubscribe => "resources/unsubscribe",
+            Self::Discover => request::DISCOVER,
+            Self::ListTools => request::TOOLS_LIST,
+            Self::CallTool => request::TOOLS_CALL,
+            Self::ListResources => request::RESOURCES_LIST,
+            Self::ListResourceTemplates => request::RESOURCE_TEMPLATES_LIST,
+            Self::ReadResource => request::RESOURCES_READ,
+            Self::ListPrompts => request::PROMPTS_LIST,
+            Self::GetPrompt => request::PROMPTS_GET,
+            Self::Complete => request::COMPLETE,
+            Self::Listen => request::LISTEN,
+            Self::GetTask => request::TASKS_GET,
+            Self::UpdateTask => request::TASKS_UPDATE,
+            Self::CancelTask => request::TASKS_CANCEL,
+            Self::Initialize => request::INITIALIZE,
+            Self::Ping => request::PING,
+            Self::SetLogLevel => request::SET_LOG_LEVEL,
+            Self::Subscribe => request::SUBSCRIBE,
+            Self::Unsubscribe => request::UNSUBSCRIBE,
             Self::Unknown(_) => return None,
         })
     }
@@ -130,6 +130,48 @@ impl std::fmt::Display for Method {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Names of the requests a client sends: the one place they are spelled
+/// (the [`Method`] enum parses them; a client, such as the upstream plugin,
+/// sends them).
+pub mod request {
+    /// `server/discover`
+    pub const DISCOVER: &str = "server/discover";
+    /// `tools/list`
+    pub const TOOLS_LIST: &str = "tools/list";
+    /// `tools/call`
+    pub const TOOLS_CALL: &str = "tools/call";
+    /// `resources/list`
+    pub const RESOURCES_LIST: &str = "resources/list";
+    /// `resources/templates/list`
+    pub const RESOURCE_TEMPLATES_LIST: &str = "resources/templates/list";
+    /// `resources/read`
+    pub const RESOURCES_READ: &str = "resources/read";
+    /// `prompts/list`
+    pub const PROMPTS_LIST: &str = "prompts/list";
+    /// `prompts/get`
+    pub const PROMPTS_GET: &str = "prompts/get";
+    /// `completion/complete`
+    pub const COMPLETE: &str = "completion/complete";
+    /// `subscriptions/listen`
+    pub const LISTEN: &str = "subscriptions/listen";
+    /// `tasks/get`
+    pub const TASKS_GET: &str = "tasks/get";
+    /// `tasks/update`
+    pub const TASKS_UPDATE: &str = "tasks/update";
+    /// `tasks/cancel`
+    pub const TASKS_CANCEL: &str = "tasks/cancel";
+    /// `initialize`
+    pub const INITIALIZE: &str = "initialize";
+    /// `ping`
+    pub const PING: &str = "ping";
+    /// `logging/setLevel`
+    pub const SET_LOG_LEVEL: &str = "logging/setLevel";
+    /// `resources/subscribe`
+    pub const SUBSCRIBE: &str = "resources/subscribe";
+    /// `resources/unsubscribe`
+    pub const UNSUBSCRIBE: &str = "resources/unsubscribe";
 }
 
 /// Names of the notifications the server sends.

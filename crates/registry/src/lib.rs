@@ -11,11 +11,13 @@
 //!
 //! The admin API (`switchyard-admin`) writes through it; the binary's catalog
 //! sync reads it. It also keeps the Tasks extension's task rows, for the same
-//! reason: every replica must see them. [`testing`] makes fresh databases for the test suites.
+//! reason: every replica must see them. `testing` (the `testing` feature) makes fresh databases for
+//! the test suites.
 
 mod migrations;
 mod record;
 mod tasks;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -16,8 +16,9 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use switchyard_bus::{Delivery, Event, NotificationBus};
+use switchyard_core::plugin_spec::SpecError;
 use switchyard_core::{Catalog, Plugin};
-use switchyard_plugins::{Artifacts, BuildError, Factory, Purpose, Registration};
+use switchyard_plugins::{Artifacts, Factory, Purpose, Registration};
 use switchyard_registry::{PluginRecord, Registry};
 use tokio_util::sync::CancellationToken;
 
@@ -68,7 +69,7 @@ impl CatalogSync {
     ///
     /// # Errors
     /// What is wrong with the record, by field.
-    pub async fn build(&self, record: &PluginRecord, purpose: Purpose) -> Result<Arc<dyn Plugin>, BuildError> {
+    pub async fn build(&self, record: &PluginRecord, purpose: Purpose) -> Result<Arc<dyn Plugin>, SpecError> {
         let registration = Registration {
             id: &record.id,
             namespace: &record.namespace,

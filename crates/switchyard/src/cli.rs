@@ -59,7 +59,7 @@ pub enum PluginCommand {
 /// A client of the admin API.
 pub struct AdminClient {
     base: String,
-    token: Option<String>,
+    token: Option<switchyard_settings::Secret>,
     http: reqwest::Client,
 }
 
@@ -90,7 +90,7 @@ impl AdminClient {
 
     async fn call(&self, request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
         let request = match &self.token {
-            Some(token) => request.bearer_auth(token),
+            Some(token) => request.bearer_auth(token.expose()),
             None => request,
         };
         let response = request.send().await.with_context(|| format!("cannot reach the admin API at {}", self.base))?;
@@ -157,19 +157,12 @@ impl AdminClient {
             }
             PluginCommand::List => {
                 let all = self.call(self.http.get(self.url("/plugins"))).await?;
-                let mut out =
-                    format!("{:<38} {:<20} {:<9} {:<8} {}\n", "ID", "NAMESPACE", "KIND", "ENABLED", "VERSION");
-                for p in all["plugins"].as_array().into_iter().flatten() {
-                    out.push_str(&format!(
-                        "{:<38} {:<20} {:<9} {:<8} {}\n",
-                        p["id"].as_str().unwrap_or_default(),
-                        p["namespace"].as_str().unwrap_or_default(),
-                        p["kind"].as_str().unwrap_or_default(),
-                        p["enabled"],
-                        p["version"]
-                    ));
-                }
-                Ok(out.trim_end().to_owned())
+                let text = |value: &Value| value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+                let rows =
+                    all["plugins"].as_array().into_iter().flatten().map(|p| {
+                        ["id", "namespace", "kind", "enabled", "version"].map(|field| text(&p[field])).to_vec()
+                    });
+                Ok(table(&["ID", "NAMESPACE", "KIND", "ENABLED", "VERSION"], rows))
             }
             PluginCommand::Show { plugin } => {
                 let mut found = self.find(&plugin).await?;
@@ -198,7 +191,46 @@ impl AdminClient {
     }
 }
 
+/// Rows under a header, every column as wide as its widest cell and two
+/// spaces apart: the one layout of every listing the CLI prints.
+fn table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let rows: Vec<Vec<String>> =
+        std::iter::once(header.iter().map(|h| (*h).to_owned()).collect()).chain(rows).collect();
+    let mut widths = vec![0; header.len()];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            let cells = row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}"));
+            cells.collect::<Vec<_>>().join("  ").trim_end().to_owned()
+        })
+        .collect();
+    lines.join("\n")
+}
+
 fn tool_names(tools: &Value) -> String {
     let names: Vec<&str> = tools["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     if names.is_empty() { "serving no tools".into() } else { format!("tools: {}", names.join(", ")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table;
+
+    #[test]
+    fn columns_line_up_whatever_the_widths_of_their_values() {
+        let rows = [
+            vec!["plg_1".to_owned(), "units".into(), "wasm".into(), "true".into(), "3".into()],
+            vec!["plg_0123456789".to_owned(), "t".into(), "upstream".into(), "false".into(), "12".into()],
+        ];
+        let printed = table(&["ID", "NAMESPACE", "KIND", "ENABLED", "VERSION"], rows);
+        let lines: Vec<&str> = printed.lines().collect();
+        assert_eq!(lines[0], "ID              NAMESPACE  KIND      ENABLED  VERSION");
+        assert_eq!(lines[1], "plg_1           units      wasm      true     3");
+        assert_eq!(lines[2], "plg_0123456789  t          upstream  false    12");
+    }
 }

@@ -17,9 +17,12 @@ use base64::Engine as _;
 use serde::Deserialize;
 use switchyard_core::state::StateKey;
 use switchyard_core::{CachePolicy, CacheScope};
+pub use switchyard_settings::{Secret, StringList, parse_duration};
 
 mod listen;
 mod plugins;
+#[cfg(test)]
+mod reference;
 
 pub use listen::RawListen;
 pub use plugins::{RawUpstream, RawWasm};
@@ -39,6 +42,8 @@ pub struct RawConfig {
     pub fixture: Option<String>,
     /// Log filter in `tracing` syntax. Default `info`.
     pub log: Option<String>,
+    /// How log lines are written: `text` (default) or `json`.
+    pub log_format: Option<switchyard_telemetry::LogFormat>,
     /// The registry database: `sqlite://PATH` or `postgres://…`. Default
     /// `sqlite://switchyard.db` (created on first run).
     pub database_url: Option<String>,
@@ -205,7 +210,7 @@ pub struct RawIntrospection {
     /// Switchyard's client id there.
     pub client_id: String,
     /// Its secret; prefer `client_secret_file` or `SWITCHYARD_AUTH__INTROSPECTION__CLIENT_SECRET`.
-    pub client_secret: Option<String>,
+    pub client_secret: Option<Secret>,
     /// A file holding the secret (a mounted Kubernetes Secret).
     pub client_secret_file: Option<String>,
     /// The issuer the answers speak for.
@@ -245,7 +250,7 @@ pub struct RawRateLimit {
     /// Requests allowed at once. Default: the rate's count.
     pub burst: Option<u32>,
     /// When Redis cannot be asked: `allow` (default) or `deny`.
-    pub on_redis_error: Option<String>,
+    pub on_redis_error: Option<switchyard_limits::OnError>,
     /// Rates by plugin namespace: `units = "5/s"`.
     #[serde(default)]
     pub plugins: BTreeMap<String, String>,
@@ -262,7 +267,7 @@ pub struct RawAdmin {
     /// Serve it on this address instead of the main one. Default: the main port.
     pub bind: Option<String>,
     /// A bearer token that grants access from anywhere. Default none.
-    pub token: Option<String>,
+    pub token: Option<Secret>,
     /// Accept requests from loopback peers without a token. Default true
     /// when the admin API is served on a loopback address, false otherwise.
     pub allow_loopback: Option<bool>,
@@ -277,25 +282,6 @@ pub struct RawRegistry {
     /// How often a replica checks the registry version even without a bus
     /// event. Default `"10s"`.
     pub sync_interval: Option<String>,
-}
-
-/// A list written as a TOML array or as a comma-separated string.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum StringList {
-    /// `["a", "b"]`
-    List(Vec<String>),
-    /// `"a,b"`
-    Joined(String),
-}
-
-impl StringList {
-    fn into_vec(self) -> Vec<String> {
-        match self {
-            Self::List(items) => items,
-            Self::Joined(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
-        }
-    }
 }
 
 /// `[server]`
@@ -390,6 +376,8 @@ pub struct Config {
     pub plugins: Vec<String>,
     /// Log filter.
     pub log: String,
+    /// How log lines are written.
+    pub log_format: switchyard_telemetry::LogFormat,
     /// The registry database.
     pub registry: switchyard_registry::Config,
     /// Redis for the bus, when several replicas run.
@@ -437,15 +425,15 @@ pub struct AuthConfig {
     pub admin_scope: String,
 }
 
-/// The admin API's settings. `Debug` hides the token.
-#[derive(Clone)]
+/// The admin API's settings.
+#[derive(Debug, Clone)]
 pub struct AdminConfig {
     /// Prefix, access and limits.
     pub api: switchyard_admin::Config,
     /// A separate address, if configured.
     pub bind: Option<SocketAddr>,
-    /// Whether a token is configured (the CLI sends it).
-    pub token: Option<String>,
+    /// The admin token, when one is configured (the CLI sends it).
+    pub token: Option<Secret>,
 }
 
 /// Every problem found in the configuration.
@@ -460,6 +448,14 @@ impl RawConfig {
     /// # Errors
     /// Every unreadable file, unknown key and bad value, together.
     pub fn load(file: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, Invalid> {
+        let (raw, problems) = Self::read(file, env);
+        if problems.is_empty() { Ok(raw) } else { Err(Invalid(problems)) }
+    }
+
+    /// What [`RawConfig::load`] reads, and every problem it found: a section
+    /// that cannot be read is left at its defaults, so the others are still
+    /// read (and can be checked).
+    fn read(file: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> (Self, Vec<String>) {
         let mut problems = Vec::new();
         let mut table = match file {
             None => toml::Table::new(),
@@ -474,7 +470,8 @@ impl RawConfig {
                 }
             },
         };
-        let env: BTreeMap<String, String> = env.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
+        let (env, others): (BTreeMap<String, String>, BTreeMap<String, String>) =
+            env.into_iter().partition(|(k, _)| k.starts_with(ENV_PREFIX));
         for (name, value) in env {
             let path: Vec<String> = name[ENV_PREFIX.len()..].split("__").map(str::to_ascii_lowercase).collect();
             let parsed = format!("v = {value}")
@@ -486,11 +483,55 @@ impl RawConfig {
                 problems.push(format!("{name}: {section} is not a section"));
             }
         }
-        let raw = RawConfig::deserialize(toml::Value::Table(table)).unwrap_or_else(|e| {
+        // Each top-level key alone first: serde stops at the first error, and
+        // one bad section must not hide the problems of the others.
+        let keys: Vec<String> = table.keys().cloned().collect();
+        for key in keys {
+            let alone = toml::Table::from_iter(table.get(&key).map(|value| (key.clone(), value.clone())));
+            if let Err(error) = RawConfig::deserialize(toml::Value::Table(alone)) {
+                let message = error.to_string();
+                let message = message.trim_end();
+                problems.push(if message.contains(&key) { message.to_owned() } else { format!("{key}: {message}") });
+                table.remove(&key);
+            }
+        }
+        let mut raw = RawConfig::deserialize(toml::Value::Table(table)).unwrap_or_else(|e| {
             problems.push(e.to_string());
             RawConfig::default()
         });
-        if problems.is_empty() { Ok(raw) } else { Err(Invalid(problems)) }
+        // Upstream specs may read the variables `upstream.secret_env`
+        // grants: their values are taken now, and only theirs.
+        let grants = switchyard_plugins::SecretPolicy {
+            env: raw.upstream.secret_env.clone().map(StringList::into_vec).unwrap_or_default(),
+            ..Default::default()
+        };
+        raw.upstream.granted_env = others
+            .into_iter()
+            .filter(|(name, _)| grants.grants(name))
+            .map(|(name, value)| (name, value.into()))
+            .collect();
+        (raw, problems)
+    }
+}
+
+impl Config {
+    /// Reads and checks the configuration: the file (if any), then the
+    /// environment variables given. Every problem of both steps is reported
+    /// at once: a section that cannot be read is checked at its defaults, so
+    /// the others' problems are still found.
+    ///
+    /// # Errors
+    /// Every problem found.
+    pub fn load(file: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, Invalid> {
+        let (raw, mut problems) = RawConfig::read(file, env);
+        match Self::try_from(raw) {
+            Ok(config) if problems.is_empty() => Ok(config),
+            Ok(_) => Err(Invalid(problems)),
+            Err(Invalid(more)) => {
+                problems.extend(more);
+                Err(Invalid(problems))
+            }
+        }
     }
 }
 
@@ -506,10 +547,11 @@ impl TryFrom<RawConfig> for Config {
                 default
             }),
         };
-        let call_timeout = duration("server.call_timeout", raw.server.call_timeout, Duration::from_secs(60));
-        let discover_ttl = duration("cache.discover_ttl", raw.cache.discover_ttl, Duration::from_secs(3600));
+        let core_defaults = switchyard_core::Config::default();
+        let call_timeout = duration("server.call_timeout", raw.server.call_timeout, core_defaults.call_timeout);
+        let discover_ttl = duration("cache.discover_ttl", raw.cache.discover_ttl, core_defaults.discover_cache.ttl);
         let list_ttl = duration("cache.list_ttl", raw.cache.list_ttl, Duration::from_secs(60));
-        let read_ttl = duration("cache.read_ttl", raw.cache.read_ttl, Duration::from_secs(60));
+        let read_ttl = duration("cache.read_ttl", raw.cache.read_ttl, core_defaults.read_cache.ttl);
         let http_defaults = switchyard_http::Config::default();
         let keep_alive = duration("http.keep_alive", raw.http.keep_alive, http_defaults.keep_alive);
         let header_read_timeout =
@@ -523,7 +565,7 @@ impl TryFrom<RawConfig> for Config {
         );
         let h2_keep_alive_timeout =
             duration("http.h2_keep_alive_timeout", raw.http.h2_keep_alive_timeout, http_defaults.h2_keep_alive_timeout);
-        let state_lifetime = duration("state.lifetime", raw.state.lifetime, Duration::from_secs(600));
+        let state_lifetime = duration("state.lifetime", raw.state.lifetime, core_defaults.state_lifetime);
         let shutdown_grace = duration("shutdown.grace", raw.shutdown.grace, Duration::from_secs(30));
         let registry_sync_interval =
             duration("registry.sync_interval", raw.registry.sync_interval, Duration::from_secs(10));
@@ -593,7 +635,7 @@ impl TryFrom<RawConfig> for Config {
         }
 
         let (state_keys, ephemeral_state_key) = match raw.state.keys.map(StringList::into_vec) {
-            None => (vec![StateKey { id: "ephemeral".into(), secret: rand::random::<[u8; 32]>().to_vec() }], true),
+            None => (core_defaults.state_keys.clone(), true),
             Some(keys) => {
                 let parsed: Vec<StateKey> =
                     keys.iter().filter_map(|k| parse_key(k).map_err(|e| problems.push(e)).ok()).collect();
@@ -604,7 +646,7 @@ impl TryFrom<RawConfig> for Config {
             }
         };
 
-        let page_size = raw.server.page_size.unwrap_or(100);
+        let page_size = raw.server.page_size.unwrap_or(core_defaults.page_size);
         if page_size == 0 {
             problems.push("server.page_size must be at least 1".into());
         }
@@ -698,6 +740,16 @@ impl TryFrom<RawConfig> for Config {
             }
             std::fs::read(path).map_err(|e| problems.push(format!("redis_tls_ca_file: {path}: {e}"))).ok()
         });
+        if tasks.ttl.is_zero()
+            || tasks.lease < Duration::from_millis(300)
+            || tasks.poll_interval.is_zero()
+            || tasks.max_per_caller == 0
+            || tasks.deadline.is_some_and(|d| d.is_zero())
+        {
+            problems.push(
+                "tasks.ttl, tasks.poll_interval, tasks.deadline and tasks.max_per_caller must be more than 0, tasks.lease at least 300ms".into(),
+            );
+        }
         if !problems.is_empty() {
             return Err(Invalid(problems));
         }
@@ -706,19 +758,9 @@ impl TryFrom<RawConfig> for Config {
             tls_ca_pem,
             prefix: raw.redis_prefix.clone().unwrap_or_else(|| "switchyard:".into()),
             cluster: raw.redis_cluster.unwrap_or(false),
-            keys: state_keys.iter().map(|key| switchyard_bus::BusKey::derived(&key.id, &key.secret)).collect(),
+            keys: state_keys.iter().map(|key| switchyard_bus::BusKey::derived(&key.id, key.secret.expose())).collect(),
             log_max_len: raw.redis_log_max_len.unwrap_or(switchyard_bus::DEFAULT_LOG_MAX_LEN),
         });
-        if tasks.ttl.is_zero()
-            || tasks.lease < Duration::from_millis(300)
-            || tasks.poll_interval.is_zero()
-            || tasks.max_per_caller == 0
-            || tasks.deadline.is_some_and(|d| d.is_zero())
-        {
-            return Err(Invalid(vec![
-                "tasks.ttl, tasks.poll_interval, tasks.deadline and tasks.max_per_caller must be more than 0, tasks.lease at least 300ms".into(),
-            ]));
-        }
         Ok(Config {
             listen,
             telemetry,
@@ -735,12 +777,13 @@ impl TryFrom<RawConfig> for Config {
             bind,
             plugins,
             log: raw.log.unwrap_or_else(|| "info".into()),
+            log_format: raw.log_format.unwrap_or_default(),
             registry: switchyard_registry::Config {
                 url: raw.database_url.unwrap_or_else(|| switchyard_registry::Config::default().url),
                 ..switchyard_registry::Config::default()
             },
             core: switchyard_core::Config {
-                server_name: raw.server.name.unwrap_or_else(|| "switchyard".into()),
+                server_name: raw.server.name.unwrap_or(core_defaults.server_name),
                 server_version: env!("CARGO_PKG_VERSION").into(),
                 instructions: raw.server.instructions,
                 page_size,
@@ -749,7 +792,7 @@ impl TryFrom<RawConfig> for Config {
                 call_timeout,
                 state_keys,
                 state_lifetime,
-                state_single_use: raw.state.single_use.unwrap_or(true),
+                state_single_use: raw.state.single_use.unwrap_or(core_defaults.state_single_use),
                 policy,
             },
             list_cache: CachePolicy::new(list_ttl, CacheScope::Public),
@@ -760,21 +803,11 @@ impl TryFrom<RawConfig> for Config {
     }
 }
 
-impl std::fmt::Debug for AdminConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdminConfig")
-            .field("api", &self.api)
-            .field("bind", &self.bind)
-            .field("token", &self.token.as_ref().map(|_| "***"))
-            .finish()
-    }
-}
-
 fn rate_limit_config(
     raw: RawRateLimit,
     problems: &mut Vec<String>,
 ) -> Option<(switchyard_limits::Limits, switchyard_limits::OnError)> {
-    use switchyard_limits::{Limits, OnError, Rate};
+    use switchyard_limits::{Limits, Rate};
     let mut parse = |field: &str, text: &str| {
         Rate::parse(text, raw.burst).or_else(|| {
             problems.push(format!("{field}: {text:?} is not a rate like \"20/s\", \"600/m\" or \"5000/h\""));
@@ -787,14 +820,7 @@ fn rate_limit_config(
         .iter()
         .filter_map(|(ns, text)| parse(&format!("rate_limit.plugins.{ns}"), text).map(|rate| (ns.clone(), rate)))
         .collect::<std::collections::HashMap<_, _>>();
-    let on_error = match raw.on_redis_error.as_deref() {
-        None | Some("allow") => OnError::Allow,
-        Some("deny") => OnError::Deny,
-        Some(other) => {
-            problems.push(format!("rate_limit.on_redis_error: {other:?} must be allow or deny"));
-            OnError::Allow
-        }
-    };
+    let on_error = raw.on_redis_error.unwrap_or_default();
     (default.is_some() || !namespaces.is_empty()).then_some((Limits { default, namespaces }, on_error))
 }
 
@@ -841,7 +867,7 @@ fn auth_config(raw: RawAuth, bind: SocketAddr, endpoint: &str, problems: &mut Ve
         config.introspection_max_concurrent =
             introspection.max_concurrent.unwrap_or(config.introspection_max_concurrent);
         let secret = match (introspection.client_secret, introspection.client_secret_file) {
-            (Some(secret), None) => secret,
+            (Some(secret), None) => secret.expose().clone(),
             (None, Some(path)) => std::fs::read_to_string(&path).map(|s| s.trim().to_owned()).unwrap_or_else(|e| {
                 problems.push(format!("auth.introspection.client_secret_file: {path}: {e}"));
                 String::new()
@@ -854,7 +880,7 @@ fn auth_config(raw: RawAuth, bind: SocketAddr, endpoint: &str, problems: &mut Ve
         config.introspection = Some(switchyard_auth::IntrospectionConfig {
             endpoint: introspection.endpoint,
             client_id: introspection.client_id,
-            client_secret: secret,
+            client_secret: secret.into(),
             issuer: introspection.issuer,
         });
     }
@@ -896,7 +922,7 @@ fn admin_config(raw: RawAdmin, main_bind: SocketAddr, problems: &mut Vec<String>
             .map_err(|_| problems.push(format!("admin.bind: {text:?} is not an address like 127.0.0.1:8081")))
             .ok()
     });
-    if raw.token.as_deref().is_some_and(|t| t.len() < 16) {
+    if raw.token.as_ref().is_some_and(|t| t.expose().len() < 16) {
         problems.push("admin.token: use at least 16 characters".into());
     }
     // Loopback peers are trusted by default only when nobody else can reach
@@ -905,7 +931,7 @@ fn admin_config(raw: RawAdmin, main_bind: SocketAddr, problems: &mut Vec<String>
     // 127.0.0.1 (Istio: 127.0.0.6), so trusting loopback would trust everyone.
     let served_on = bind.unwrap_or(main_bind);
     let allow_loopback = raw.allow_loopback.unwrap_or_else(|| served_on.ip().is_loopback());
-    let access = switchyard_admin::Access::new(allow_loopback, raw.token.as_deref());
+    let access = switchyard_admin::Access::new(allow_loopback, raw.token.as_ref().map(|t| t.expose().as_str()));
     Some(AdminConfig {
         api: switchyard_admin::Config {
             prefix,
@@ -935,21 +961,6 @@ fn insert_path(table: &mut toml::Table, path: &[String], value: toml::Value) -> 
     }
 }
 
-/// Parses `250ms`, `30s`, `5m`, `1h`.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().ok()?;
-    Some(match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.checked_mul(60)?),
-        "h" => Duration::from_secs(n.checked_mul(3600)?),
-        _ => return None,
-    })
-}
-
 fn parse_key(text: &str) -> Result<StateKey, String> {
     let (id, secret) = text.split_once(':').ok_or_else(|| "state.keys: each key is id:base64secret".to_owned())?;
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
@@ -961,7 +972,7 @@ fn parse_key(text: &str) -> Result<StateKey, String> {
     if secret.len() < 32 {
         return Err(format!("state.keys: the secret of key {id} has {} bytes; at least 32 are needed", secret.len()));
     }
-    Ok(StateKey { id: id.to_owned(), secret })
+    Ok(StateKey { id: id.to_owned(), secret: secret.into() })
 }
 
 #[cfg(test)]
@@ -1045,6 +1056,26 @@ mod tests {
         assert_eq!(problems.len(), 5, "{problems:?}");
         assert!(problems.iter().any(|p| p.starts_with("http.header_read_timeout")), "{problems:?}");
         assert!(RawConfig::load(None, env(&[("SWITCHYARD_NO_SUCH_KEY", "1")])).is_err());
+    }
+
+    #[test]
+    fn problems_reading_one_section_hide_none_of_the_others() {
+        let Invalid(problems) = Config::load(
+            None,
+            env(&[
+                ("SWITCHYARD_HTTP__NO_SUCH_KEY", "1"),
+                ("SWITCHYARD_RATE_LIMIT__ON_REDIS_ERROR", "maybe"),
+                ("SWITCHYARD_NO_SUCH_SECTION__KEY", "1"),
+                ("SWITCHYARD_BIND", "nowhere"),
+                ("SWITCHYARD_SERVER__PAGE_SIZE", "0"),
+            ]),
+        )
+        .unwrap_err();
+        let said = |what: &str| problems.iter().any(|p| p.contains(what));
+        assert!(said("no_such_key") && said("no_such_section"), "unknown keys, each: {problems:?}");
+        assert!(said("maybe") && said("allow") && said("deny"), "an enum names its values: {problems:?}");
+        assert!(said("bind:") && said("page_size"), "and the checks still ran: {problems:?}");
+        assert_eq!(problems.len(), 5, "{problems:?}");
     }
 
     #[test]

@@ -19,10 +19,11 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_auth::{Gate, Verifier};
 use switchyard_bus::{InMemoryBus, NotificationBus, RedisBus};
+use switchyard_core::plugin_spec::SpecError;
 use switchyard_core::tasks::Tasks;
 use switchyard_core::{Catalog, ListenHub, Plugin, Server};
 use switchyard_http::Health;
-use switchyard_plugins::{BuildError, Factory};
+use switchyard_plugins::Factory;
 use switchyard_registry::{PluginRecord, Registry};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -85,7 +86,7 @@ impl Switchyard {
         let mut server = Server::new(catalog, hub, config.core.clone()).with_tasks(tasks);
         if let Some(redis) = &config.redis {
             // A requestState may come back to any replica: its use is marked where all see it.
-            let marks = switchyard_bus::marks::RedisMarks::connect(redis)
+            let marks = switchyard_bus::RedisMarks::connect(redis)
                 .await
                 .context("connecting the requestState marks to Redis")?;
             server = server.with_state_marks(Arc::new(marks));
@@ -181,16 +182,7 @@ impl Switchyard {
     /// `router` behind the same Host/Origin checks as MCP (a browser page
     /// must not reach it through DNS rebinding).
     fn guarded(&self, router: axum::Router) -> axum::Router {
-        let http = Arc::new(self.config.http.clone());
-        router.layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
-            let refusal = switchyard_http::guard::refusal(&http, request.version(), request.uri(), request.headers());
-            async move {
-                match refusal {
-                    Some(refusal) => refusal,
-                    None => next.run(request).await,
-                }
-            }
-        }))
+        router.layer(switchyard_http::guard::GuardLayer::new(Arc::new(self.config.http.clone())))
     }
 
     /// The admin API, behind the same Host/Origin checks as MCP, if enabled.
@@ -313,7 +305,7 @@ impl switchyard_admin::BearerCheck for AdminBearer {
 }
 
 impl switchyard_admin::Plugins for CatalogSync {
-    fn check<'a>(&'a self, record: &'a PluginRecord) -> BoxFuture<'a, Result<Vec<Value>, BuildError>> {
+    fn check<'a>(&'a self, record: &'a PluginRecord) -> BoxFuture<'a, Result<Vec<Value>, SpecError>> {
         Box::pin(async move { Ok(self.build(record, switchyard_plugins::Purpose::Check).await?.tools()) })
     }
 

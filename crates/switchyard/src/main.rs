@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use switchyard::config::{Config, RawConfig};
+use switchyard::config::Config;
 use switchyard::{Switchyard, shutdown_signal};
 
 #[derive(Parser)]
@@ -70,7 +70,7 @@ fn load(file: Option<&PathBuf>, bind: Option<String>) -> Result<Config, ExitCode
     if let Some(bind) = bind {
         env.push(("SWITCHYARD_BIND".into(), bind)); // the flag wins over the environment
     }
-    RawConfig::load(file.map(PathBuf::as_path), env).and_then(Config::try_from).map_err(|e| {
+    Config::load(file.map(PathBuf::as_path), env).map_err(|e| {
         eprintln!("switchyard: {e}");
         ExitCode::from(EXIT_CONFIG)
     })
@@ -79,7 +79,7 @@ fn load(file: Option<&PathBuf>, bind: Option<String>) -> Result<Config, ExitCode
 /// Logs, traces and metrics for this process; `None` (and a message) if
 /// they cannot start, which is a configuration error.
 fn init_telemetry(config: &Config) -> Option<switchyard_telemetry::Telemetry> {
-    match switchyard_telemetry::init(&config.telemetry, &config.log) {
+    match switchyard_telemetry::init(&config.telemetry, &config.log, config.log_format) {
         Ok(telemetry) => Some(telemetry),
         Err(error) => {
             eprintln!("switchyard: {error}");

@@ -1,6 +1,7 @@
 //! Switchyard's telemetry: what an operator sees of a running replica.
 //!
-//! - [`init`] installs the process's `tracing` subscriber: logs to stderr, and,
+//! - [`init`] installs the process's `tracing` subscriber: logs to stderr
+//!   (text, or JSON lines carrying trace ids: [`LogFormat`]), and,
 //!   when an OTLP endpoint is configured, every span exported over OTLP/HTTP
 //!   (protobuf) through `tracing-opentelemetry`. Metrics always go to an
 //!   in-process reader that [`Prometheus::render`] turns into the Prometheus
@@ -16,6 +17,7 @@
 //! sends as a token, an argument or a result is ever recorded.
 
 pub mod context;
+mod logs;
 mod metrics;
 mod prometheus;
 
@@ -31,6 +33,7 @@ use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
+pub use logs::LogFormat;
 pub use metrics::{Metrics, ToolOutcome, metrics};
 pub use prometheus::Prometheus;
 
@@ -101,12 +104,13 @@ impl std::fmt::Debug for Telemetry {
 }
 
 /// Installs logging (stderr, filtered by `log_filter`, an `EnvFilter`
-/// directive), tracing export and the metric instruments for this process.
+/// directive, written as `log_format` says), tracing export and the metric
+/// instruments for this process.
 /// Call it once, before anything records a metric.
 ///
 /// # Errors
 /// When an exporter cannot be built or a subscriber is already installed.
-pub fn init(config: &Config, log_filter: &str) -> Result<Telemetry, Error> {
+pub fn init(config: &Config, log_filter: &str, log_format: LogFormat) -> Result<Telemetry, Error> {
     let resource = Resource::builder().with_service_name(config.service_name.clone()).build();
     let exporting = config.otlp_endpoint.as_deref().map(|e| e.trim_end_matches('/'));
     context::follow_clients(config.follow_client_traces);
@@ -153,7 +157,7 @@ pub fn init(config: &Config, log_filter: &str) -> Result<Telemetry, Error> {
 
     let filter = tracing_subscriber::EnvFilter::try_new(log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = logs::layer(log_format);
     // The log takes events only, as before there were spans: were it to take
     // the per-request spans too, every request would pay for formatting
     // their fields even with no collector configured. Without an OTLP

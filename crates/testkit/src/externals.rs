@@ -105,13 +105,12 @@ impl ServerProcess {
             .expect("start switchyard");
         let process = Self { child, base: format!("http://127.0.0.1:{port}") };
         let http = reqwest::Client::new();
-        for _ in 0..200 {
-            if http.get(format!("{}/readyz", process.base)).send().await.is_ok_and(|r| r.status().is_success()) {
-                return process;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("switchyard did not become ready at {}", process.base);
+        let what = format!("switchyard to become ready at {}", process.base);
+        crate::until(&what, std::time::Duration::from_secs(10), async || {
+            http.get(format!("{}/readyz", process.base)).send().await.is_ok_and(|r| r.status().is_success())
+        })
+        .await;
+        process
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -425,13 +424,16 @@ async fn serve_on_free_port(what: &str, command: &mut Command) -> (std::process:
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("start {what}: {e}"));
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return (child, port);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("{what} did not start on port {port}");
+    let started = crate::eventually(
+        &format!("{what} to listen on port {port}"),
+        std::time::Duration::from_secs(10),
+        async || {
+            let listening = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok();
+            // A process that died will never listen: say so rather than wait.
+            listening.then_some(true).or_else(|| child.try_wait().ok().flatten().map(|_| false))
+        },
+    )
+    .await;
+    assert!(started, "{what} exited before it listened on port {port}");
+    (child, port)
 }

@@ -11,6 +11,8 @@
 //! # }
 //! ```
 
+mod deployment;
+mod eventually;
 mod externals;
 mod hostile_upstream;
 mod otlp;
@@ -25,6 +27,8 @@ use switchyard::config::{Config, RawConfig};
 use switchyard_protocol::version::LATEST;
 use tokio_util::sync::CancellationToken;
 
+pub use deployment::{Deployment, DeploymentBuilder};
+pub use eventually::{eventually, patience, until};
 pub use externals::{
     AuthorizationServer, LegacyPythonServer, ServerProcess, guest_module, node_client, python_client, switchyard_binary,
 };
@@ -77,21 +81,29 @@ impl App {
     /// # Panics
     /// When the configuration is invalid.
     pub async fn start_on(listener: tokio::net::TcpListener, env: &[(&str, &str)]) -> Self {
+        let pairs = with_shared_keys(env).iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<Vec<_>>();
+        let raw = RawConfig::load(None, pairs).expect("test configuration is valid");
+        Self::start_raw(listener, raw).await
+    }
+
+    /// Starts a server configured by `raw` on `listener`; unless `raw` names
+    /// a database, the registry is a fresh SQLite file.
+    ///
+    /// # Panics
+    /// When the configuration is invalid.
+    pub async fn start_raw(listener: tokio::net::TcpListener, mut raw: RawConfig) -> Self {
         let address = listener.local_addr().expect("local address");
-        let mut pairs: Vec<(String, String)> =
-            with_shared_keys(env).iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        // The real address, so what derives from it (the OAuth resource URI) is right.
-        pairs.insert(0, ("SWITCHYARD_BIND".into(), address.to_string()));
+        // The real address, so what derives from it (the OAuth resource URI)
+        // is right, unless the test configures a bind of its own (to see
+        // what a server bound beyond loopback decides).
+        raw.bind.get_or_insert_with(|| address.to_string());
         let mut database_dir = None;
-        if !pairs.iter().any(|(k, _)| k == "SWITCHYARD_DATABASE_URL") {
+        if raw.database_url.is_none() {
             let dir = tempfile::tempdir().expect("a temporary directory");
-            pairs.push((
-                "SWITCHYARD_DATABASE_URL".into(),
-                format!("sqlite://{}", dir.path().join("registry.db").display()),
-            ));
+            raw.database_url = Some(format!("sqlite://{}", dir.path().join("registry.db").display()));
             database_dir = Some(dir);
         }
-        let config = RawConfig::load(None, pairs).and_then(Config::try_from).expect("test configuration is valid");
+        let config = Config::try_from(raw).expect("test configuration is valid");
         let endpoint = config.http.endpoint.clone();
         let app = Switchyard::build(config).await.expect("build switchyard");
         let shutdown = CancellationToken::new();

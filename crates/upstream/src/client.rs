@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
+use switchyard_protocol::method::{notification, request};
 use switchyard_protocol::{headers, meta, version};
 use tokio::sync::Mutex;
 use tracing::Instrument as _;
@@ -125,7 +126,7 @@ impl McpClient {
                 let secret = value.resolve().map_err(|e| ("spec.auth.header".to_owned(), e))?;
                 let name = HeaderName::from_bytes(name.as_bytes())
                     .map_err(|e| ("spec.auth.header.name".to_owned(), e.to_string()))?;
-                let mut value = HeaderValue::from_str(&secret).map_err(|_| {
+                let mut value = HeaderValue::from_str(secret.expose()).map_err(|_| {
                     ("spec.auth.header".to_owned(), "the secret is not a valid header value".to_owned())
                 })?;
                 value.set_sensitive(true);
@@ -251,7 +252,7 @@ impl McpClient {
         if *era != Era::Unknown {
             return Ok(era.clone());
         }
-        match self.send(&Era::Stateless, "server/discover", Map::new(), None, &[]).await {
+        match self.send(&Era::Stateless, request::DISCOVER, Map::new(), None, &[]).await {
             Ok(_) => *era = Era::Stateless,
             Err(CallError::Rpc { .. } | CallError::Transport(_)) => *era = self.initialize().await?,
             Err(other) => return Err(other),
@@ -266,9 +267,9 @@ impl McpClient {
             "capabilities": {},
             "clientInfo": {"name": "switchyard", "version": env!("CARGO_PKG_VERSION")}
         });
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "initialize", "params": params});
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": request::INITIALIZE, "params": params});
         let fresh = Era::Session { version: LEGACY_VERSION.into(), session: None };
-        let answer = self.post(&fresh, "initialize", None, &[], &body).await?;
+        let answer = self.post(&fresh, request::INITIALIZE, None, &[], &body).await?;
         let (result, session) = (Self::result(answer.message)?, answer.session);
         let version = result
             .get("protocolVersion")
@@ -282,8 +283,8 @@ impl McpClient {
             })?
             .to_owned();
         let era = Era::Session { version, session };
-        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        self.post(&era, "notifications/initialized", None, &[], &initialized).await?;
+        let initialized = json!({"jsonrpc": "2.0", "method": notification::INITIALIZED});
+        self.post(&era, notification::INITIALIZED, None, &[], &initialized).await?;
         Ok(era)
     }
 
@@ -357,7 +358,7 @@ impl McpClient {
                 }
             }
             Era::Session { version, session } => {
-                if method != "initialize" {
+                if method != request::INITIALIZE {
                     map.insert(headers::PROTOCOL_VERSION, value(version)?);
                 }
                 if let Some(session) = session {

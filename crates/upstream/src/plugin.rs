@@ -10,6 +10,7 @@ use switchyard_core::catalog::{ListChanges, ListKind};
 use switchyard_core::plugin::{CompletionRef, PluginResult};
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError};
 use switchyard_protocol::headers;
+use switchyard_protocol::method::request;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -266,10 +267,10 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
     let mut lists = Lists::default();
     let mut taken = Weight::default();
     for (method, key) in [
-        ("tools/list", "tools"),
-        ("prompts/list", "prompts"),
-        ("resources/list", "resources"),
-        ("resources/templates/list", "resourceTemplates"),
+        (request::TOOLS_LIST, "tools"),
+        (request::PROMPTS_LIST, "prompts"),
+        (request::RESOURCES_LIST, "resources"),
+        (request::RESOURCE_TEMPLATES_LIST, "resourceTemplates"),
     ] {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
@@ -417,7 +418,7 @@ impl Plugin for UpstreamPlugin {
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
             let result = tokio::select! {
-                result = self.client.request("tools/call", params, Some(name), &extra, Some(cx.deadline())) => result,
+                result = self.client.request(request::TOOLS_CALL, params, Some(name), &extra, Some(cx.deadline())) => result,
                 () = cx.cancellation().cancelled() => return Err(PluginError::Tool("the call was cancelled".into())),
             };
             result.map_err(refused).and_then(complete)
@@ -428,7 +429,7 @@ impl Plugin for UpstreamPlugin {
         Box::pin(async move {
             let mut params = Map::new();
             params.insert("uri".into(), json!(uri));
-            match self.client.request("resources/read", params, Some(uri), &[], Some(cx.deadline())).await {
+            match self.client.request(request::RESOURCES_READ, params, Some(uri), &[], Some(cx.deadline())).await {
                 Err(CallError::Rpc { code: -32602 | -32002, .. }) => {
                     Err(PluginError::ResourceNotFound { uri: uri.to_owned() })
                 }
@@ -448,7 +449,7 @@ impl Plugin for UpstreamPlugin {
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
             self.client
-                .request("prompts/get", params, Some(name), &[], Some(cx.deadline()))
+                .request(request::PROMPTS_GET, params, Some(name), &[], Some(cx.deadline()))
                 .await
                 .map_err(refused)
                 .and_then(complete)

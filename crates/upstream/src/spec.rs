@@ -163,12 +163,12 @@ mod tests {
     use serde_json::json;
 
     fn granting(dir: &std::path::Path) -> SecretPolicy {
-        SecretPolicy { env: vec!["TOOLS_*".into()], dirs: vec![dir.to_path_buf()] }
+        SecretPolicy { env: vec!["TOOLS_*".into()], dirs: vec![dir.to_path_buf()], ..Default::default() }
     }
 
     #[test]
     fn parses_and_names_wrong_fields() {
-        let policy = SecretPolicy { env: vec!["S".into()], dirs: Vec::new() };
+        let policy = SecretPolicy { env: vec!["S".into()], ..Default::default() };
         let spec = UpstreamSpec::parse(&json!({"url": "http://127.0.0.1:9/mcp"}), &policy).unwrap();
         assert_eq!(
             (spec.timeout, spec.list_ttl, &spec.credentials),
@@ -228,10 +228,10 @@ mod tests {
             "auth.client_credentials.client_secret_from_env"
         );
         assert!(
-            SecretRef::Env("SWITCHYARD_TEST_SURELY_UNSET".into())
+            SecretRef::Env { name: "TOOLS_SURELY_UNSET".into(), value: None }
                 .resolve()
                 .unwrap_err()
-                .contains("SWITCHYARD_TEST_SURELY_UNSET")
+                .contains("TOOLS_SURELY_UNSET")
         );
     }
 }

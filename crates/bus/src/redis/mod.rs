@@ -25,7 +25,9 @@
 //!   key, a message appended long after it was signed) are dropped and
 //!   counted.
 
+mod link;
 mod log;
+mod marks;
 mod own;
 
 use std::sync::Arc;
@@ -33,9 +35,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+pub use link::{Patience, RedisLink};
 use log::{Appended, Appender, LogKeys, Reader};
+pub use marks::RedisMarks;
 use own::OwnPublishes;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::broadcast;
 
 use crate::wire::{self, BusKey};
@@ -130,68 +133,31 @@ impl std::fmt::Debug for RedisConfig {
     }
 }
 
-/// The connection publishes go through: one server through the connection
-/// manager, or a cluster. Both reconnect by themselves.
-#[derive(Clone)]
-enum Link {
-    Single(ConnectionManager),
-    Cluster(redis::cluster_async::ClusterConnection),
-}
+/// How the connection publishes go through waits: an append is not retried
+/// by a cluster's client (a retry after a lost answer would append it
+/// twice; the heartbeat reconnects, and readers drop a repeat anyway), and
+/// on one server a command during an outage fails after a short retry
+/// instead of the default six (seven seconds holding a request), while the
+/// heartbeat keeps trying to reconnect every second.
+const PUBLISHING: Patience = Patience {
+    connect: Duration::from_secs(2),
+    respond: Duration::from_secs(2),
+    retries: 2,
+    cluster_retries: 0,
+    max_delay: Some(Duration::from_secs(2)),
+};
 
-impl Link {
-    async fn append(
-        &mut self,
-        appender: &Appender,
-        message: String,
-        once: Option<(&str, &str)>,
-    ) -> redis::RedisResult<Appended> {
-        match self {
-            Self::Single(manager) => appender.append(manager, message, once).await,
-            Self::Cluster(cluster) => appender.append(cluster, message, once).await,
-        }
-    }
-
-    /// Asks the node that holds the log (in a cluster, a `PING` would go
-    /// to any node) whether it answers.
-    async fn ping(&mut self, keys: &LogKeys) -> redis::RedisResult<i64> {
-        let mut command = redis::cmd("EXISTS");
-        command.arg(&keys.meta);
-        match self {
-            Self::Single(manager) => command.query_async(manager).await,
-            Self::Cluster(cluster) => command.query_async(cluster).await,
-        }
-    }
-
-    async fn connect(config: &RedisConfig) -> redis::RedisResult<Self> {
-        if config.cluster {
-            let client = config
-                .cluster_builder()?
-                .connection_timeout(Duration::from_secs(2))
-                .response_timeout(Duration::from_secs(2))
-                // An append is not retried by the client: a retry after a
-                // lost answer would append it twice. (The heartbeat
-                // reconnects; readers drop a repeat anyway.)
-                .retries(0)
-                .build()?;
-            return Ok(Self::Cluster(client.get_async_connection().await?));
-        }
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_max_delay(Duration::from_secs(2))
-            // A command during an outage fails after a short retry instead of
-            // the default six (seven seconds holding a request); the
-            // heartbeat keeps trying to reconnect every second.
-            .set_number_of_retries(2);
-        Ok(Self::Single(ConnectionManager::new_with_config(config.client()?, manager_config).await?))
-    }
+/// Asks the node that holds the log (in a cluster, a `PING` would go to any
+/// node) whether it answers.
+async fn ping(link: &mut RedisLink, keys: &LogKeys) -> redis::RedisResult<i64> {
+    redis::cmd("EXISTS").arg(&keys.meta).query_async(link).await
 }
 
 /// What a publish needs, shared with the task that appends (so that a
 /// caller who stops waiting cannot leave an appended event undelivered here).
 struct Writer {
     local: broadcast::Sender<Local>,
-    link: Link,
+    link: RedisLink,
     appender: Appender,
     origin: String,
     keys: Arc<[BusKey]>,
@@ -225,7 +191,7 @@ impl Writer {
         let fingerprint = once.map(|_| crate::fingerprint(&event));
         let once = once.zip(fingerprint.as_deref());
         let mut link = self.link.clone();
-        let appended = tracing::Instrument::instrument(link.append(&self.appender, message, once), span).await;
+        let appended = tracing::Instrument::instrument(self.appender.append(&mut link, message, once), span).await;
         switchyard_telemetry::metrics().bus_published(event.kind(), appended.is_ok());
         let appended = match appended {
             Ok(appended) => {
@@ -286,7 +252,7 @@ impl RedisBus {
         let own = Arc::new(OwnPublishes::default());
         let writer = Arc::new(Writer {
             local: broadcast::channel(CAPACITY).0,
-            link: Link::connect(config).await?,
+            link: RedisLink::connect(config, PUBLISHING).await?,
             appender: Appender::new(log_keys.clone(), config.log_max_len),
             origin: format!("{:016x}", rand::random::<u64>()),
             keys: config.keys.clone().into(),
@@ -316,7 +282,7 @@ impl RedisBus {
             loop {
                 timer.tick().await;
                 let Some(writer) = weak.upgrade().filter(|_| alive_while.strong_count() > 0) else { return };
-                let answered = writer.link.clone().ping(writer.appender.keys()).await.is_ok();
+                let answered = ping(&mut writer.link.clone(), writer.appender.keys()).await.is_ok();
                 if writer.up.swap(answered, Ordering::SeqCst) && !answered {
                     tracing::warn!("Redis does not answer; events cannot be published until it does");
                 }
@@ -392,7 +358,7 @@ mod tests {
             url: "redis://:hunter2@cache:6379/0".into(),
             prefix: "s:".into(),
             cluster: false,
-            keys: vec![BusKey { id: "k".into(), secret: b"hunter3-hunter3-hunter3-hunter3!".to_vec() }],
+            keys: vec![BusKey { id: "k".into(), secret: b"hunter3-hunter3-hunter3-hunter3!".to_vec().into() }],
             log_max_len: DEFAULT_LOG_MAX_LEN,
         };
         assert!(!format!("{config:?}").contains("hunter2"));

@@ -5,6 +5,12 @@
 //! Debian's `redis-server` package and stop when dropped.
 //!
 //! Tests that only need *a* Redis use the running one (`TEST_REDIS_URL`).
+//! [`contract`] holds what every bus implementation must do, for each to
+//! run against itself.
+//!
+//! Behind the `testing` feature: the product does not carry it.
+
+pub mod contract;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -180,7 +180,7 @@ pub enum ListenFrame {
     Final(Value),
 }
 
-/// The bounds of the listen hub (README, `[listen]`). One caller must not
+/// The bounds of the listen hub (docs/configuration.md, `[listen]`). One caller must not
 /// hold the process's memory: each bound is per stream, per caller or per
 /// process, and a refusal is an error the client can read.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -102,7 +102,7 @@ async fn server(probe: Probe, call_timeout: Duration) -> (Server, Arc<dyn Notifi
         discover_cache: policy,
         read_cache: policy,
         call_timeout,
-        state_keys: vec![StateKey { id: "k".into(), secret: vec![7; 32] }],
+        state_keys: vec![StateKey { id: "k".into(), secret: vec![7; 32].into() }],
         state_lifetime: Duration::from_secs(60),
         state_single_use: true,
         policy: Default::default(),

@@ -2,10 +2,12 @@
 //! lets a plugin spec reach (outbound addresses, secrets, host directories).
 //! Whoever may register a plugin gets exactly this and nothing more.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
 use switchyard_plugins::{Grants, HostDirs, OutboundPolicy, SecretPolicy, UpstreamLimits, WasmConfig};
+use switchyard_settings::Secret;
 
 use super::{StringList, parse_duration};
 
@@ -27,6 +29,11 @@ pub struct RawUpstream {
     pub secret_env: Option<StringList>,
     /// Directories a spec's `*_from_file` may read from. Default none.
     pub secret_dirs: Option<StringList>,
+    /// The values of the variables `secret_env` grants, taken from the
+    /// environment the configuration was loaded with (the `upstream` crate
+    /// never reads the environment itself).
+    #[serde(skip)]
+    pub granted_env: BTreeMap<String, Secret>,
     /// One JSON body or SSE event from an upstream, bytes. Default 4 MiB.
     pub max_message_bytes: Option<usize>,
     /// JSON values in one such message. Default 250000.
@@ -172,6 +179,7 @@ pub(super) fn plugin_config(wasm: RawWasm, upstream: RawUpstream, problems: &mut
     let secrets = SecretPolicy {
         env: upstream.secret_env.map(StringList::into_vec).unwrap_or_default(),
         dirs: absolute_dirs(upstream.secret_dirs, "upstream.secret_dirs", problems),
+        env_values: upstream.granted_env,
     };
     if let Err(problem) = secrets.validate() {
         problems.push(problem);
@@ -227,6 +235,7 @@ mod tests {
         .unwrap()
         .grants;
         assert_eq!(grants.secrets.env, ["TOOLS_*", "OTHER_KEY"]);
+        assert!(grants.secrets.env_values.is_empty());
         assert_eq!(grants.outbound.allowed_ranges.len(), 2);
         assert_eq!(grants.host_dirs.readable, [std::path::PathBuf::from("/srv/data")]);
         for (key, value, says) in [
@@ -239,6 +248,22 @@ mod tests {
             let problems = load(&[(key, value)]).unwrap_err();
             assert!(problems.iter().any(|p| p.contains(says)), "{key}={value}: {problems:?}");
         }
+    }
+
+    #[test]
+    fn only_granted_variables_reach_the_upstream_plugins() {
+        let grants = load(&[
+            ("SWITCHYARD_UPSTREAM__SECRET_ENV", "TOOLS_*"),
+            ("TOOLS_API_KEY", "k3y"),
+            ("HOME", "/root"),
+            ("SWITCHYARD_ADMIN__TOKEN", "an-admin-token-of-16+"),
+        ])
+        .unwrap()
+        .grants;
+        let handed: Vec<_> = grants.secrets.env_values.keys().collect();
+        assert_eq!(handed, ["TOOLS_API_KEY"]);
+        assert_eq!(grants.secrets.env("TOOLS_API_KEY").unwrap().resolve().unwrap().expose(), "k3y");
+        assert!(!format!("{grants:?}").contains("k3y"), "a granted value never shows in Debug");
     }
 
     #[test]

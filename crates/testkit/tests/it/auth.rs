@@ -12,7 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use switchyard_testkit::{App, AuthorizationServer, Reply};
+use switchyard_testkit::{App, AuthorizationServer, Reply, eventually, until};
 
 /// A Switchyard that trusts `authorization`, with its resource URI.
 struct Secured {
@@ -128,18 +128,25 @@ async fn bearer_tokens_are_checked_against_the_issuer() {
     let new_kid = authorization.rotate_key().await;
     let rotated = authorization.token("mcp-test", "mcp", &resource).await;
     assert_eq!(header_of(&rotated)["kid"], new_kid.as_str());
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let reply = anonymous.with_token(&rotated).request("tools/list", json!({})).await;
-    assert_eq!(reply.status, 200, "{:?}", reply.messages);
+    // `jwks_min_refetch` is 1 s here: once it has passed, the new key is fetched.
+    until("a token signed with the rotated key to pass", Duration::from_secs(3), || async {
+        anonymous.with_token(&rotated).request("tools/list", json!({})).await.status == 200
+    })
+    .await;
     // Tokens signed with the old, still published key stay good.
     assert_eq!(anonymous.with_token(&token).request("tools/list", json!({})).await.status, 200);
 
     // Expired: 2-second tokens, 1 s of leeway, and claims in whole seconds,
     // so it is refused at the latest 4 s after it was issued.
     let short = authorization.token("mcp-short", "mcp", &resource).await;
+    let issued = std::time::Instant::now();
     assert_eq!(anonymous.with_token(&short).request("tools/list", json!({})).await.status, 200);
-    tokio::time::sleep(Duration::from_millis(4300)).await;
-    let reply = anonymous.with_token(&short).request("tools/list", json!({})).await;
+    let reply = eventually("the 2-second token to expire", Duration::from_millis(4300), || async {
+        let reply = anonymous.with_token(&short).request("tools/list", json!({})).await;
+        (reply.status == 401).then_some(reply)
+    })
+    .await;
+    assert!(issued.elapsed() > Duration::from_secs(1), "refused only once it expired: {:?}", issued.elapsed());
     refused(&reply, "expired");
     assert!(challenge(&reply).contains("token expired"), "a cached verification must not outlive its token");
 
@@ -248,9 +255,12 @@ async fn introspection_answers_age_out_and_refusals_are_remembered() {
     let client = app.client().with_token(&token);
     assert_eq!(client.request("tools/list", json!({})).await.status, 200);
     authorization.revoke("mcp-opaque", &token).await;
-    tokio::time::sleep(Duration::from_millis(1300)).await;
-    let revoked = client.request("tools/list", json!({})).await;
-    assert_eq!(revoked.status, 401, "the token lives 10 minutes, but was revoked: {:?}", revoked.messages);
+    // The answer is trusted for `max_age` (1 s), then asked again: the token
+    // lives 10 minutes, but was revoked.
+    until("the revoked token to be refused", Duration::from_millis(2500), || async {
+        client.request("tools/list", json!({})).await.status == 401
+    })
+    .await;
 
     let made_up = app.client().with_token("madeUpOpaqueTokenRemembered");
     assert_eq!(made_up.request("tools/list", json!({})).await.status, 401);
@@ -308,15 +318,10 @@ async fn the_admin_api_needs_the_admin_scope_and_registered_scopes_gate_tools() 
     assert!(created["updated_by"].as_str().unwrap().starts_with("oauth:"), "{created}");
     let without = app.client().with_token(&authorization.token("mcp-test", "mcp", &resource).await);
     let with = app.client().with_token(&user);
-    let mut visible = Vec::new();
-    for _ in 0..50 {
-        visible = tool_names(&with.request("tools/list", json!({})).await);
-        if visible.contains(&"gated_echo".to_owned()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(visible.contains(&"gated_echo".to_owned()), "{visible:?}");
+    until("the registered tool to be listed", Duration::from_secs(5), || async {
+        tool_names(&with.request("tools/list", json!({})).await).contains(&"gated_echo".to_owned())
+    })
+    .await;
     assert!(!tool_names(&without.request("tools/list", json!({})).await).contains(&"gated_echo".to_owned()));
     let call = json!({ "name": "gated_echo", "arguments": { "text": "hi" } });
     assert_eq!(without.request("tools/call", call.clone()).await.status, 403);

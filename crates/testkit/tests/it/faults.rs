@@ -28,7 +28,7 @@ use futures::StreamExt as _;
 use serde_json::{Value, json};
 use switchyard_bus::testing::Partition;
 use switchyard_registry::testing::FreshDatabase;
-use switchyard_testkit::{Client, RedisServer, ServerProcess, drain_events, meta};
+use switchyard_testkit::{Client, RedisServer, ServerProcess, drain_events, meta, until};
 use tokio_util::sync::CancellationToken;
 
 const REPLICAS: usize = 3;
@@ -198,22 +198,14 @@ async fn publish(bases: Bases, avoided: Arc<AtomicUsize>, record: Shared, stop: 
 /// fault at `after` are all announced (a replica's reader retries within
 /// 2 s, its heartbeat within 1 s).
 async fn settled(record: &Shared, after: Instant) {
-    for _ in 0..300 {
-        let quiet = record
-            .lock()
-            .unwrap()
-            .streams
-            .iter()
-            .filter(|s| {
-                s.end == End::Open && s.opened.is_some_and(|o| o > after && o.elapsed() > Duration::from_secs(3))
-            })
-            .count();
-        if quiet == REPLICAS * STREAMS_PER_REPLICA {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the listen streams did not settle after the fault");
+    until("the listen streams to settle after the fault", Duration::from_secs(30), async || {
+        let record = record.lock().unwrap();
+        let quiet = record.streams.iter().filter(|s| {
+            s.end == End::Open && s.opened.is_some_and(|o| o > after && o.elapsed() > Duration::from_secs(3))
+        });
+        quiet.count() == REPLICAS * STREAMS_PER_REPLICA
+    })
+    .await;
 }
 
 /// Fault windows: when a request to `replica` (or to any, for `None`) may
@@ -260,18 +252,14 @@ async fn notifications_survive_redis_restarts_and_killed_and_drained_replicas() 
             workers.push(tokio::spawn(listen(replica, Arc::clone(&bases), Arc::clone(&record), stop.clone())));
         }
     }
-    // Every stream acknowledged before the first publish.
-    for _ in 0..100 {
-        if record.lock().unwrap().streams.iter().filter(|s| s.opened.is_some()).count()
-            == REPLICAS * STREAMS_PER_REPLICA
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until("every stream acknowledged before the first publish", Duration::from_secs(10), async || {
+        record.lock().unwrap().streams.iter().filter(|s| s.opened.is_some()).count() == REPLICAS * STREAMS_PER_REPLICA
+    })
+    .await;
     let avoided = Arc::new(AtomicUsize::new(usize::MAX));
     let publisher = tokio::spawn(publish(Arc::clone(&bases), Arc::clone(&avoided), Arc::clone(&record), stop.clone()));
     let mut windows = Vec::new();
+    // Steady load between faults (time is the subject: the scenario's pace).
     let settle = || tokio::time::sleep(Duration::from_secs(2));
     settle().await;
 
@@ -319,12 +307,7 @@ async fn notifications_survive_redis_restarts_and_killed_and_drained_replicas() 
     let from = Instant::now();
     let pid = replicas[2].child().id().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let exited = tokio::time::timeout(Duration::from_secs(10), async {
-        while replicas[2].is_running() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
-    exited.await.expect("the drained replica exits");
+    until("the drained replica to exit", Duration::from_secs(10), async || !replicas[2].is_running()).await;
     bases.lock().unwrap()[2] = None;
     let restarted = ServerProcess::start(&env).await;
     bases.lock().unwrap()[2] = Some(restarted.base_url().to_owned());
@@ -361,7 +344,7 @@ fn check(record: &Record, windows: &Windows, cut_at: Instant, redis_killed: Inst
 
     let accepted: Vec<&Publish> = record.publishes.iter().filter(|p| p.status == Some(202)).collect();
     let refused: Vec<u64> = record.publishes.iter().filter(|p| p.status == Some(503)).map(|p| p.n).collect();
-    // README: an append Redis ran but could not answer (it was SIGKILLed
+    // docs/operating.md: an append Redis ran but could not answer (it was SIGKILLed
     // between the two) is a 503 that replicas which read it in time deliver.
     // Only a publish in flight at that instant may be so; every other 503 is
     // heard by no one.

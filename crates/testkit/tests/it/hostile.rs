@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard_testkit::{App, Client, guest_module, meta};
+use switchyard_testkit::{App, Client, eventually, guest_module, meta};
 
 use crate::plugins::{Admin, upstreams_on_loopback};
 
@@ -382,17 +382,13 @@ async fn listen_streams_and_their_subscriptions_are_bounded() {
         assert!(message.contains(bound), "{message}");
     }
     // Both places were given back: two streams open again.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    let mut reopened = 0;
-    while reopened < 2 {
-        let stream = client.open("subscriptions/listen", listen.clone()).await;
-        if stream.status() == 200 {
-            reopened += 1;
-            held.push(stream);
-        } else {
-            assert!(tokio::time::Instant::now() < deadline, "a closed stream never gave its place back");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    for _ in 0..2 {
+        let stream = eventually("a closed stream to give its place back", Duration::from_secs(5), async || {
+            let stream = client.open("subscriptions/listen", listen.clone()).await;
+            (stream.status() == 200).then_some(stream)
+        })
+        .await;
+        held.push(stream);
     }
     let refused = client.request("subscriptions/listen", listen).await;
     assert_eq!(refused.status, 429);
@@ -471,7 +467,7 @@ async fn a_forged_bus_message_reaches_no_stream() {
     assert_eq!(uris, [&json!("file:///real/1")], "{:?}", reply.messages);
 }
 
-/// The Redis ACL that README gives works: a Redis user limited to the
+/// The Redis ACL that docs/operating.md gives works: a Redis user limited to the
 /// deployment's prefix (keys and channels) and to the commands Switchyard
 /// sends serves the bus, the shared rate limits and the single-use marks of
 /// two replicas; the same user cannot touch another deployment's keys.
@@ -480,7 +476,7 @@ async fn a_redis_user_limited_to_its_prefix_serves_everything() {
     let redis = switchyard_testkit::RedisServer::start().await;
     let admin = redis::Client::open(redis.url()).unwrap();
     let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
-    // The README's "Redis access" rule, for the prefix `acl:`.
+    // docs/operating.md's "Redis access" rule, for the prefix `acl:`.
     let rule = "on >a-long-redis-password resetkeys resetchannels ~acl:* -@all \
                 +hello +auth +ping +set +get +eval +evalsha +script|load +time \
                 +exists +xadd +xread +xrange +xrevrange +hincrby +hsetnx +hget";

@@ -154,11 +154,14 @@ async fn a_redis_outage_keeps_replicas_answering_and_ends_with_an_announced_gap(
             let during = during_publish("file:///reports/during-the-outage".into()).await;
             assert_eq!(during, 503, "a publish that cannot cross replicas is refused");
             assert!(asked.elapsed() < Duration::from_secs(3), "refused promptly, not after {:?}", asked.elapsed());
-            // Once the heartbeat has seen the outage, at once.
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            let asked = std::time::Instant::now();
-            assert_eq!(during_publish("file:///reports/during-the-outage".into()).await, 503);
-            assert!(asked.elapsed() < Duration::from_millis(500), "refused at once, not after {:?}", asked.elapsed());
+            // Once the heartbeat (every second) has seen the outage, at once.
+            switchyard_testkit::until("a publish refused at once", Duration::from_secs(3), async || {
+                let asked = std::time::Instant::now();
+                let status = during_publish("file:///reports/during-the-outage".into()).await;
+                assert_eq!(status, 503);
+                asked.elapsed() < Duration::from_millis(500)
+            })
+            .await;
             redis.restart().await;
         })
         .await;
@@ -265,13 +268,11 @@ async fn sigterm_drains_listen_streams_and_requests_in_flight() {
     assert_eq!(cut_off["id"], 7, "{cut_off}");
     assert_eq!(cut_off["error"]["code"], -32603, "{cut_off}");
     assert!(cut_off["error"]["message"].as_str().unwrap().contains("shutting down"), "{cut_off}");
-    let exited = loop {
-        if let Some(exit) = server.child().try_wait().unwrap() {
-            break exit;
-        }
-        assert!(terminated.elapsed() < Duration::from_secs(8), "still running 8 s after SIGTERM");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let exited =
+        switchyard_testkit::eventually("the server to exit after SIGTERM", Duration::from_secs(8), async || {
+            server.child().try_wait().unwrap()
+        })
+        .await;
     assert!(exited.success(), "{exited:?}");
     assert!(terminated.elapsed() >= Duration::from_secs(3), "the task had the grace period to finish");
     assert!(http.get(format!("{base}/healthz")).send().await.is_err(), "nothing listens any more");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use switchyard_registry::testing::FreshDatabase;
-use switchyard_testkit::{App, Client, guest_module, switchyard_binary};
+use switchyard_testkit::{App, Client, eventually, guest_module, switchyard_binary, until};
 
 /// Runs `switchyard plugin ARGS --server BASE` on a blocking thread.
 async fn cli(app: &App, args: &[&str]) -> (bool, String) {
@@ -29,18 +29,6 @@ async fn cli(app: &App, args: &[&str]) -> (bool, String) {
 async fn tool_names(client: &Client) -> Vec<String> {
     let reply = client.request("tools/list", json!({})).await;
     reply.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
-}
-
-/// Waits until `condition` holds on the tool list (another replica polls).
-async fn until_tools(client: &Client, patience: Duration, condition: impl Fn(&[String]) -> bool) -> Vec<String> {
-    let deadline = Instant::now() + patience;
-    loop {
-        let names = tool_names(client).await;
-        if condition(&names) || Instant::now() > deadline {
-            return names;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Opens a tools listen stream on `listener`, registers `plugin` through
@@ -355,21 +343,26 @@ async fn a_token_opens_the_admin_api_to_other_peers() {
 /// listen streams through the registry version check alone.
 #[tokio::test]
 async fn another_replica_follows_the_registry() {
-    let database = FreshDatabase::postgres().await;
-    let env = [("SWITCHYARD_DATABASE_URL", database.url()), ("SWITCHYARD_REGISTRY__SYNC_INTERVAL", "200ms")];
-    let (one, two) = (App::start(&env).await, App::start(&env).await);
-    let admin = Admin::of(&one);
+    let replicas = App::builder()
+        .replicas(2)
+        .postgres()
+        .configure(|raw| raw.registry.sync_interval = Some("200ms".into()))
+        .start()
+        .await;
+    let (one, two) = (&replicas[0], &replicas[1]);
+    let admin = Admin::of(one);
     register_while_listening(
         &two.client(),
         &admin,
         json!({"namespace": "more", "kind": "builtin", "spec": {"name": "echo"}}),
     )
     .await;
-    let names =
-        until_tools(&two.client(), Duration::from_secs(5), |names| names.contains(&"more_echo".to_owned())).await;
-    assert!(names.contains(&"more_echo".to_owned()), "{names:?}");
-    drop((one, two));
-    database.remove().await;
+    // The other replica picks the change up from the registry's version.
+    until("the other replica to serve more_echo", Duration::from_secs(5), async || {
+        tool_names(&two.client()).await.contains(&"more_echo".to_owned())
+    })
+    .await;
+    replicas.remove().await;
 }
 
 /// The settings that let upstream plugins reach servers on loopback (the
@@ -470,15 +463,11 @@ async fn the_admin_api_can_have_its_own_port() {
     let bind = format!("127.0.0.1:{port}");
     let app = App::start(&[("SWITCHYARD_ADMIN__BIND", &bind)]).await;
     let http = reqwest::Client::new();
-    let mut on_admin_port = None;
-    for _ in 0..100 {
-        if let Ok(response) = http.get(format!("http://{bind}/admin/v1/plugins")).send().await {
-            on_admin_port = Some(response.status());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(on_admin_port, Some(reqwest::StatusCode::OK));
+    let on_admin_port = eventually("the admin port to answer", Duration::from_secs(2), async || {
+        http.get(format!("http://{bind}/admin/v1/plugins")).send().await.ok().map(|r| r.status())
+    })
+    .await;
+    assert_eq!(on_admin_port, reqwest::StatusCode::OK);
     let on_main_port = http.get(format!("{}/plugins", app.admin_url())).send().await.unwrap();
     assert_eq!(on_main_port.status(), 404, "the admin API is only on its own port");
     let mcp_on_admin_port = http.post(format!("http://{bind}/mcp")).body("{}").send().await.unwrap();
@@ -490,16 +479,14 @@ async fn the_admin_api_can_have_its_own_port() {
 /// held on replicas 2 and 3 through the Redis bus, and they serve it.
 #[tokio::test]
 async fn a_registration_reaches_every_replica_through_redis() {
-    let database = FreshDatabase::postgres().await;
-    let redis = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let prefix = format!("switchyard-it-{:x}:", rand::random::<u64>());
-    let env = [
-        ("SWITCHYARD_DATABASE_URL", database.url()),
-        ("SWITCHYARD_REDIS_URL", redis.as_str()),
-        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
-        ("SWITCHYARD_REGISTRY__SYNC_INTERVAL", "1h"),
-    ];
-    let replicas = [App::start(&env).await, App::start(&env).await, App::start(&env).await];
+    // The registry is checked hourly: only the bus can carry the change in time.
+    let replicas = App::builder()
+        .replicas(3)
+        .redis()
+        .postgres()
+        .configure(|raw| raw.registry.sync_interval = Some("1h".into()))
+        .start()
+        .await;
     let admin = Admin::of(&replicas[0]);
     let (two, three) = (replicas[1].client(), replicas[2].client());
     let (acknowledged, opened) = tokio::sync::oneshot::channel();
@@ -531,8 +518,7 @@ async fn a_registration_reaches_every_replica_through_redis() {
             client.request("tools/call", json!({"name": "shared_echo", "arguments": {"text": "everywhere"}})).await;
         assert_eq!(echoed.result()["content"][0]["text"], "everywhere");
     }
-    drop(replicas);
-    database.remove().await;
+    replicas.remove().await;
 }
 
 /// The registry database goes away (connections refused, open ones killed):

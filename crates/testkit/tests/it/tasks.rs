@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use switchyard_registry::testing::FreshDatabase;
-use switchyard_testkit::{App, Client, Reply, ServerProcess, meta};
+use switchyard_testkit::{App, Client, Reply, ServerProcess, eventually, meta, until};
 
 /// The client capabilities of these tests: tasks, and elicitation for the
 /// tasks that ask.
@@ -21,43 +21,33 @@ async fn call(client: &Client, method: &str, params: Value) -> Reply {
     client.request_with(method, params, tasks_capability()).await
 }
 
-/// Polls `tasks/get` on `client` until the task is in `status` (or 10 s passed).
+/// The task as `tasks/get` on `client` shows it once it is in `status`.
 async fn until_status(client: &Client, id: &str, status: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    eventually(&format!("task {id} to be {status}"), Duration::from_secs(10), || async {
         let task = call(client, "tasks/get", json!({ "taskId": id })).await.result().clone();
-        if task["status"] == status || Instant::now() > deadline {
-            return task;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        (task["status"] == status).then_some(task)
+    })
+    .await
 }
 
-/// Polls `tasks/get` on `client` until the task has ended (or 10 s passed).
+/// The task as `tasks/get` on `client` shows it once it has ended.
 async fn until_ended(client: &Client, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    eventually(&format!("task {id} to end"), Duration::from_secs(10), || async {
         let task = call(client, "tasks/get", json!({ "taskId": id })).await.result().clone();
-        let status = task["status"].as_str().unwrap_or_default().to_owned();
-        if ["completed", "failed", "cancelled"].contains(&status.as_str()) || Instant::now() > deadline {
-            return task;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        ["completed", "failed", "cancelled"].contains(&task["status"].as_str().unwrap_or_default()).then_some(task)
+    })
+    .await
 }
 
 #[tokio::test]
 async fn a_task_created_on_one_replica_is_read_and_cancelled_on_the_others() {
-    let database = FreshDatabase::postgres().await;
-    let redis = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let prefix = format!("switchyard-it-{:x}:", rand::random::<u64>());
-    let env = [
-        ("SWITCHYARD_DATABASE_URL", database.url()),
-        ("SWITCHYARD_REDIS_URL", redis.as_str()),
-        ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
-        ("SWITCHYARD_FIXTURE", "conformance"),
-    ];
-    let replicas = [App::start(&env).await, App::start(&env).await, App::start(&env).await];
+    let replicas = App::builder()
+        .replicas(3)
+        .redis()
+        .postgres()
+        .configure(|raw| raw.fixture = Some("conformance".into()))
+        .start()
+        .await;
     let [one, two, three] = [replicas[0].client(), replicas[1].client(), replicas[2].client()];
 
     // Discovered, and without the extension a task-only tool is -32021.
@@ -101,6 +91,8 @@ async fn a_task_created_on_one_replica_is_read_and_cancelled_on_the_others() {
     assert_eq!(ack.result()["resultType"], "complete");
     assert!(ack.result().get("taskId").is_none(), "an empty ack");
     assert_eq!(call(&two, "tasks/get", json!({ "taskId": long_id })).await.result()["status"], "cancelled");
+    // Time is the subject here, on three real replicas: past the moment the
+    // 2-second call would have completed, it must still be cancelled.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(call(&one, "tasks/get", json!({ "taskId": long_id })).await.result()["status"], "cancelled");
 
@@ -143,8 +135,7 @@ async fn a_task_created_on_one_replica_is_read_and_cancelled_on_the_others() {
     // Unknown ids, and the removed methods.
     assert_eq!(call(&two, "tasks/get", json!({ "taskId": "tsk_nope" })).await.error_code(), Some(-32602));
     assert_eq!(call(&two, "tasks/cancel", json!({ "taskId": "tsk_nope" })).await.error_code(), Some(-32602));
-    drop(replicas);
-    database.remove().await;
+    replicas.remove().await;
 }
 
 /// A replica killed (SIGKILL) while running a task: another replica fails it
@@ -176,10 +167,8 @@ async fn a_task_of_a_killed_replica_fails_instead_of_hanging() {
     let client = survivor.client();
     let first = call(&client, "tasks/get", json!({ "taskId": id })).await;
     assert_eq!(first.result()["status"], "working", "the lease has not run out yet");
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let failed = call(&client, "tasks/get", json!({ "taskId": id })).await;
-    assert_eq!(failed.result()["status"], "failed", "{:?}", failed.messages);
-    assert!(failed.result()["error"]["message"].as_str().unwrap().contains("stopped before it finished"));
+    let failed = until_status(&client, &id, "failed").await;
+    assert!(failed["error"]["message"].as_str().unwrap().contains("stopped before it finished"), "{failed}");
     drop(survivor);
     database.remove().await;
 }
@@ -193,8 +182,10 @@ async fn expired_tasks_are_unknown() {
     assert_eq!(created.result()["ttlMs"], 1000);
     let id = created.result()["taskId"].as_str().unwrap().to_owned();
     assert_eq!(until_ended(&client, &id).await["status"], "completed");
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(call(&client, "tasks/get", json!({ "taskId": id })).await.error_code(), Some(-32602));
+    until("the task to be purged after its ttlMs", Duration::from_secs(3), || async {
+        call(&client, "tasks/get", json!({ "taskId": id })).await.error_code() == Some(-32602)
+    })
+    .await;
 }
 
 /// One caller cannot hold a replica's tasks: beyond `tasks.max_per_caller`

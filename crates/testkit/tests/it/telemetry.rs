@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard_testkit::{Client, OtlpReceiver, ReceivedSpan, ServerProcess, meta};
+use switchyard_testkit::{Client, OtlpReceiver, ReceivedSpan, ServerProcess, eventually, meta};
 
 const SERVER: i32 = 2;
 const CLIENT: i32 = 3;
@@ -50,14 +50,11 @@ async fn call(base: &str, tool: &str, traceparent_meta: Option<&str>, traceparen
 async fn terminate(server: &mut ServerProcess) {
     let pid = server.child().id().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs").success());
-    for _ in 0..200 {
-        if let Some(status) = server.child().try_wait().expect("the process can be waited for") {
-            assert!(status.success(), "{status:?}");
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("still running 10 s after SIGTERM");
+    let status = eventually("the server to exit after SIGTERM", Duration::from_secs(10), async || {
+        server.child().try_wait().expect("the process can be waited for")
+    })
+    .await;
+    assert!(status.success(), "{status:?}");
 }
 
 fn find<'a>(spans: &'a [ReceivedSpan], what: &str, wanted: impl Fn(&ReceivedSpan) -> bool) -> &'a ReceivedSpan {
@@ -335,20 +332,17 @@ async fn the_dashboard_queries_name_real_metrics() {
     };
     assert_eq!(scrape(format!("{}/metrics", a.base_url())).await.status(), 403);
     assert_eq!(reqwest::get(format!("{}/metrics", b.base_url())).await.unwrap().status(), 404);
-    let mut exposed = std::collections::BTreeMap::new();
-    for _ in 0..50 {
-        exposed.clear();
+    let exposed = eventually("B to record the bus's lag", Duration::from_secs(5), async || {
+        let mut exposed = std::collections::BTreeMap::new();
         for url in [format!("{}/metrics", a.base_url()), format!("http://{metrics_bind}/metrics")] {
             let text = reqwest::get(url).await.unwrap().text().await.unwrap();
             parse_scrape(&text, &mut exposed);
         }
         let foreign_host = scrape(format!("http://{metrics_bind}/metrics")).await;
         assert_eq!(foreign_host.status(), 200, "the metrics port takes any Host");
-        if exposed.contains_key("switchyard_bus_lag_seconds_bucket") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        exposed.contains_key("switchyard_bus_lag_seconds_bucket").then_some(exposed)
+    })
+    .await;
 
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../helm/switchyard/dashboards/switchyard.json");
     let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

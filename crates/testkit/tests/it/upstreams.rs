@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use switchyard_registry::testing::FreshDatabase;
-use switchyard_testkit::{Behaviour, Client, HostileUpstream, ServerProcess};
+use switchyard_testkit::{Behaviour, Client, HostileUpstream, ServerProcess, until};
 
 /// The most resident memory a replica may reach while its upstream sends
 /// gigabytes: the default bounds (4 MiB a message, 8 MiB a refresh) parsed,
@@ -52,15 +52,6 @@ async fn register(replica: &ServerProcess, plugin: Value) {
 async fn tool_names(client: &Client) -> Vec<String> {
     let reply = client.request("tools/list", json!({})).await;
     reply.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
-}
-
-/// Waits until `condition` holds, or panics saying `what` after `patience`.
-async fn until(what: &str, patience: Duration, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + patience;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "{what}: not within {patience:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// `switchyard_upstream_refusals_total{bound=…}` on `replica`'s `/metrics`.
@@ -209,6 +200,7 @@ async fn a_flood_of_list_changed_costs_one_refresh_per_interval() {
     // The stream open now is an honest one: the flood starts with the next.
     until("the flood is seen", Duration::from_secs(10), async || refusals(&replica, "flood").await >= 1).await;
     let (asked, floods, started) = (upstream.asked("tools/list"), refusals(&replica, "flood").await, Instant::now());
+    // Time is the subject: refreshes counted over a window of flooding.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let refreshes = upstream.asked("tools/list") - asked;
     let allowed = usize::try_from(started.elapsed().as_millis() / 500).unwrap() + 1;

@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 
 use futures::StreamExt as _;
 use serde_json::{Value, json};
+use switchyard_protocol::method::request;
 use switchyard_protocol::{meta, version};
 
 use super::{CallError, Era, McpClient, sse_refused};
@@ -26,9 +27,9 @@ impl McpClient {
             "notifications": {"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true},
             "_meta": { meta::PROTOCOL_VERSION: version::LATEST, meta::CLIENT_CAPABILITIES: {} }
         });
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "subscriptions/listen", "params": params});
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": request::LISTEN, "params": params});
         let opening = async {
-            let headers = self.headers(&era, "subscriptions/listen", None).await?;
+            let headers = self.headers(&era, request::LISTEN, None).await?;
             let sent = self.http.post(self.spec.url.clone()).headers(headers).body(body.to_string()).send();
             sent.await.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))
         };

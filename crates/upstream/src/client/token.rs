@@ -34,7 +34,7 @@ impl McpClient {
         let mut form = vec![
             ("grant_type", "client_credentials"),
             ("client_id", client_id.as_str()),
-            ("client_secret", secret.as_str()),
+            ("client_secret", secret.expose().as_str()),
         ];
         if let Some(scope) = scope {
             form.push(("scope", scope));
