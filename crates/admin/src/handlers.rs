@@ -274,6 +274,15 @@ pub(crate) async fn resource_updated(
                 format!("was used for another event in the last {minutes} minutes"),
             ));
         }
+        Err(error @ switchyard_bus::Error::Unanswered(_)) => {
+            tracing::warn!(%error, "resources/updated may or may not have been published");
+            return Err(Problem::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "bus_unanswered",
+                "perhaps published: Redis did not answer the append, so listen streams may hear it or not; \
+                 retry with the same Idempotency-Key so that it is heard exactly once",
+            ));
+        }
         Err(error) => {
             tracing::warn!(%error, "could not publish resources/updated");
             return Err(Problem::new(

@@ -149,6 +149,12 @@ pub enum Error {
     /// delivered nowhere (not here either): publishing it again is safe.
     #[error("could not reach the other replicas: {0}")]
     Transport(String),
+    /// The event was sent to be carried, but no answer came (the
+    /// connection broke, or the answer was late): it may have been carried,
+    /// and then every replica delivers it, this one included. Publishing it
+    /// again with the same idempotency key carries it exactly once.
+    #[error("the other replicas may or may not have it: {0}")]
+    Unanswered(String),
     /// The idempotency key was used for another event within
     /// [`IDEMPOTENCY_WINDOW`]; nothing was published.
     #[error("the idempotency key was used for another event")]

@@ -36,7 +36,8 @@ use crate::{Event, Local};
 /// Appends a message under the next sequence number and the log's epoch,
 /// unless its idempotency key was used already. Returns 1 when it appended,
 /// 0 when the key was used for the same event (its fingerprint), 2 when it
-/// was used for another.
+/// was used for another. Nothing after the append can fail (the key is set
+/// with `pcall`): an error answered means nothing was appended.
 ///
 /// KEYS: log, meta, once key. ARGV: message, max_len, an epoch for a new log,
 /// the key's lifetime in milliseconds (empty: no key), the event's fingerprint.
@@ -52,7 +53,7 @@ redis.call('HSETNX', KEYS[2], 'epoch', ARGV[3])
 local epoch = redis.call('HGET', KEYS[2], 'epoch')
 local n = redis.call('HINCRBY', KEYS[2], 'seq', 1)
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'n', n, 'e', epoch, 'm', ARGV[1])
-if ARGV[4] ~= '' then redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[4]) end
+if ARGV[4] ~= '' then redis.pcall('SET', KEYS[3], ARGV[5], 'PX', ARGV[4]) end
 return 1
 ";
 

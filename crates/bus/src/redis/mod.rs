@@ -153,6 +153,16 @@ async fn ping(link: &mut RedisLink, keys: &LogKeys) -> redis::RedisResult<i64> {
     redis::cmd("EXISTS").arg(&keys.meta).query_async(link).await
 }
 
+/// Whether a command that failed with `error` may have run in Redis all the
+/// same: it was sent and no answer came (the connection broke, the answer
+/// was late, or it could not be read). A refused connection never sent it;
+/// an error Redis answered means the script stopped before it appended
+/// (nothing after the append can fail: see `log::APPEND`); anything the
+/// client decided is before sending.
+fn may_have_run(error: &redis::RedisError) -> bool {
+    (error.is_io_error() && !error.is_connection_refusal()) || error.kind() == redis::ErrorKind::Parse
+}
+
 /// What a publish needs, shared with the task that appends (so that a
 /// caller who stops waiting cannot leave an appended event undelivered here).
 struct Writer {
@@ -202,7 +212,11 @@ impl Writer {
             Err(_) if self.own.failed(nonce) => Appended::Now,
             Err(error) => {
                 self.owed.store(true, Ordering::SeqCst);
-                return Err(Error::Transport(error.to_string()));
+                return Err(if may_have_run(&error) {
+                    Error::Unanswered(error.to_string())
+                } else {
+                    Error::Transport(error.to_string())
+                });
             }
         };
         match appended {
@@ -321,7 +335,7 @@ impl RedisBus {
             let writer = Arc::clone(&self.writer);
             tokio::spawn(async move { writer.carry(event, once.as_deref()).await })
                 .await
-                .map_err(|e| Error::Transport(format!("the publish was interrupted: {e}")))
+                .map_err(|e| Error::Unanswered(format!("the publish was interrupted: {e}")))
                 .flatten()
         })
     }
@@ -350,6 +364,18 @@ impl NotificationBus for RedisBus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_append_sent_without_an_answer_may_have_run() {
+        let io = |kind| redis::RedisError::from(std::io::Error::from(kind));
+        assert!(!may_have_run(&io(std::io::ErrorKind::ConnectionRefused)), "never sent");
+        for kind in [std::io::ErrorKind::BrokenPipe, std::io::ErrorKind::TimedOut, std::io::ErrorKind::ConnectionReset]
+        {
+            assert!(may_have_run(&io(kind)), "{kind:?}: sent, perhaps run");
+        }
+        let client = redis::RedisError::from((redis::ErrorKind::Client, "refused before sending"));
+        assert!(!may_have_run(&client));
+    }
 
     #[test]
     fn debug_hides_the_password() {

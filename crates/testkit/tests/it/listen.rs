@@ -152,14 +152,15 @@ async fn a_redis_outage_keeps_replicas_answering_and_ends_with_an_announced_gap(
             }
             let asked = std::time::Instant::now();
             let during = during_publish("file:///reports/during-the-outage".into()).await;
-            assert_eq!(during, 503, "a publish that cannot cross replicas is refused");
+            // Refused (503), or, sent on the connection Redis's death broke
+            // before the heartbeat saw it, unanswered (504: perhaps carried).
+            assert!(matches!(during.as_u16(), 503 | 504), "a publish that cannot cross replicas is refused: {during}");
             assert!(asked.elapsed() < Duration::from_secs(3), "refused promptly, not after {:?}", asked.elapsed());
             // Once the heartbeat (every second) has seen the outage, at once.
             switchyard_testkit::until("a publish refused at once", Duration::from_secs(3), async || {
                 let asked = std::time::Instant::now();
                 let status = during_publish("file:///reports/during-the-outage".into()).await;
-                assert_eq!(status, 503);
-                asked.elapsed() < Duration::from_millis(500)
+                status == 503 && asked.elapsed() < Duration::from_millis(500)
             })
             .await;
             redis.restart().await;
