@@ -148,9 +148,23 @@ pub(crate) async fn update(
     let mut candidate = state.registry.get(&id).await?;
     candidate.spec = request.spec.clone();
     check(&state, &candidate).await?;
-    let record = state.registry.update_spec(&id, request.version, request.spec, &actor.0).await?;
-    tracing::info!(plugin = %id, version = record.version, actor = %actor.0, "plugin spec changed");
-    announce(&state).await;
+    let written = state.registry.update_spec(&id, request.version, request.spec, &actor.0).await;
+    versioned_write(&state, &actor, "spec changed", written).await
+}
+
+/// The end of every change to a plugin that names the version it read:
+/// the registry's answer (409 with `current_version` when another change
+/// came first), logged with who made it, announced to every replica, and
+/// the record as it is now.
+async fn versioned_write(
+    state: &State,
+    actor: &Actor,
+    what: &'static str,
+    written: switchyard_registry::Result<PluginRecord>,
+) -> Answer {
+    let record = written?;
+    tracing::info!(plugin = %record.id, version = record.version, actor = %actor.0, "plugin {what}");
+    announce(state).await;
     Ok(Json(record).into_response())
 }
 
@@ -170,10 +184,8 @@ pub(crate) async fn set_scopes(
     body: Bytes,
 ) -> Answer {
     let request: Scopes = json_body(&headers, &body)?;
-    let record = state.registry.set_scopes(&id, request.version, &request.scopes, &actor.0).await?;
-    tracing::info!(plugin = %id, scopes = ?record.scopes, actor = %actor.0, "plugin scopes changed");
-    announce(&state).await;
-    Ok(Json(record).into_response())
+    let written = state.registry.set_scopes(&id, request.version, &request.scopes, &actor.0).await;
+    versioned_write(&state, &actor, "scopes changed", written).await
 }
 
 #[derive(Deserialize)]
@@ -200,10 +212,8 @@ pub(crate) async fn switch(
         // A plugin enabled later must still build, and its names still be free.
         check(&state, &state.registry.get(&id).await?).await?;
     }
-    let record = state.registry.set_enabled(&id, request.version, enabled, &actor.0).await?;
-    tracing::info!(plugin = %id, enabled, actor = %actor.0, "plugin switched");
-    announce(&state).await;
-    Ok(Json(record).into_response())
+    let written = state.registry.set_enabled(&id, request.version, enabled, &actor.0).await;
+    versioned_write(&state, &actor, if enabled { "enabled" } else { "disabled" }, written).await
 }
 
 #[derive(Deserialize)]

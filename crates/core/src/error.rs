@@ -112,8 +112,9 @@ pub enum Delivery {
 }
 
 impl Error {
-    /// Decides the delivery. Internal details are logged here, once, and
-    /// never sent.
+    /// Decides the delivery; no side effects. Internal details are never
+    /// sent: whoever turns the error into an answer logs them, once, with
+    /// [`Error::log_internal`].
     pub fn delivery(&self) -> Delivery {
         match self {
             Self::Protocol(error) => Delivery::Rpc(error.clone()),
@@ -131,10 +132,7 @@ impl Error {
                 Delivery::Rpc(ErrorObject::new(switchyard_protocol::error::RATE_LIMITED, why.clone()))
             }
             Self::InsufficientScope { target, refusal } => Delivery::Rpc(refusal.to_error(target)),
-            Self::TaskStore(cause) => {
-                tracing::error!(error = %cause, "task store failed");
-                Delivery::Rpc(ErrorObject::internal())
-            }
+            Self::TaskStore(_) => Delivery::Rpc(ErrorObject::internal()),
             Self::UnknownTask(id) => Delivery::Rpc(
                 ErrorObject::invalid_params(format!("Unknown task: {id}")).with_data(json!({ "taskId": id })),
             ),
@@ -145,24 +143,34 @@ impl Error {
                 Delivery::ToolError(format!("Invalid arguments for tool {tool}: {}", problems.join("; ")))
             }
             Self::Timeout { .. } => Delivery::ToolError(self.to_string()),
-            Self::InvalidOutput { tool, problems } => {
-                // The problems quote the output itself, which may hold user
-                // data: only their number goes to the log.
-                tracing::error!(tool = %tool, problems = problems.len(), "tool output does not match its outputSchema");
-                Delivery::ToolError(format!("Tool {tool} produced invalid output"))
-            }
-            Self::Plugin { plugin, source } => match source {
+            Self::InvalidOutput { tool, .. } => Delivery::ToolError(format!("Tool {tool} produced invalid output")),
+            Self::Plugin { source, .. } => match source {
                 PluginError::Tool(message) => Delivery::ToolError(message.clone()),
                 PluginError::InvalidParams(message) => Delivery::Rpc(ErrorObject::invalid_params(message.clone())),
                 PluginError::ResourceNotFound { uri } => Self::ResourceNotFound(uri.clone()).delivery(),
                 PluginError::MissingCapability(capability) => {
                     Delivery::Rpc(ErrorObject::missing_capability(capability.as_required()))
                 }
-                PluginError::Internal(cause) => {
-                    tracing::error!(plugin = %plugin, error = %cause, "plugin failed");
-                    Delivery::Rpc(ErrorObject::internal())
-                }
+                PluginError::Internal(_) => Delivery::Rpc(ErrorObject::internal()),
             },
+        }
+    }
+
+    /// Logs what [`Error::delivery`] keeps from the client (a store's or a
+    /// plugin's internal failure, an output that breaks its schema); the
+    /// rest is the client's own doing and logs nothing.
+    pub fn log_internal(&self) {
+        match self {
+            Self::TaskStore(cause) => tracing::error!(error = %cause, "task store failed"),
+            // The problems quote the output itself, which may hold user
+            // data: only their number goes to the log.
+            Self::InvalidOutput { tool, problems } => {
+                tracing::error!(tool = %tool, problems = problems.len(), "tool output does not match its outputSchema");
+            }
+            Self::Plugin { plugin, source: PluginError::Internal(cause) } => {
+                tracing::error!(plugin = %plugin, error = %cause, "plugin failed");
+            }
+            _ => {}
         }
     }
 }

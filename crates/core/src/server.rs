@@ -450,16 +450,20 @@ impl Server {
         match outcome {
             Ok(Dispatched::Listen(stream)) => Execution::Listen(stream),
             Ok(Dispatched::Result(result)) => Execution::Result(self.finish(result, era)),
-            Err(error) => match error.delivery() {
-                Delivery::Rpc(error) => Execution::Error(error),
-                Delivery::ToolError(message) if method == Method::CallTool => {
-                    Execution::Result(self.finish(Delivery::tool_result(&message), era))
+            // The one place a request's error becomes its answer: logged here.
+            Err(error) => {
+                error.log_internal();
+                match error.delivery() {
+                    Delivery::Rpc(error) => Execution::Error(error),
+                    Delivery::ToolError(message) if method == Method::CallTool => {
+                        Execution::Result(self.finish(Delivery::tool_result(&message), era))
+                    }
+                    // Only tools report failures in-band; elsewhere it is an internal error.
+                    Delivery::ToolError(message) => {
+                        Execution::Error(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, message))
+                    }
                 }
-                // Only tools report failures in-band; elsewhere it is an internal error.
-                Delivery::ToolError(message) => {
-                    Execution::Error(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, message))
-                }
-            },
+            }
         }
     }
 

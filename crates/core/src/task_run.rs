@@ -232,10 +232,14 @@ fn task_end(snapshot: &Snapshot, tool: &str, outcome: PluginResult<Outcome>) -> 
             }
             (TaskStatus::Completed, Some(result), None)
         }
-        Err(error) => match error.delivery() {
-            Delivery::ToolError(message) => (TaskStatus::Completed, Some(Delivery::tool_result(&message)), None),
-            Delivery::Rpc(error) => (TaskStatus::Failed, None, Some(json!(error))),
-        },
+        // A task's error becomes its result here, as a request's does in `Server::execute`.
+        Err(error) => {
+            error.log_internal();
+            match error.delivery() {
+                Delivery::ToolError(message) => (TaskStatus::Completed, Some(Delivery::tool_result(&message)), None),
+                Delivery::Rpc(error) => (TaskStatus::Failed, None, Some(json!(error))),
+            }
+        }
     };
     Transition { status, status_message: None, result, error }
 }
