@@ -1059,6 +1059,15 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_of_digits_is_read_as_its_text_and_never_quoted() {
+        let config = Config::load(None, env(&[("SWITCHYARD_ADMIN__TOKEN", "1234567890123456789")])).unwrap();
+        assert_eq!(config.admin.unwrap().token.unwrap().expose(), "1234567890123456789");
+        let Invalid(problems) =
+            Config::load(None, env(&[("SWITCHYARD_ADMIN__TOKEN", "[\"hunter2-hunter2-hunter2\"]")])).unwrap_err();
+        assert!(problems.iter().all(|p| !p.contains("hunter2")), "{problems:?}");
+    }
+
+    #[test]
     fn problems_reading_one_section_hide_none_of_the_others() {
         let Invalid(problems) = Config::load(
             None,

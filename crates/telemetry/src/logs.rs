@@ -75,7 +75,9 @@ impl<W> JsonLines<W> {
     }
 
     /// The trace and span ids of the span `id`, when it is traced (with no
-    /// OTLP endpoint no span exists, and this is `None`).
+    /// OTLP endpoint no span exists, and this is `None`). Asking starts the
+    /// OpenTelemetry span if it was not yet: a span's remote parent must be
+    /// set (`set_parent`) before anything inside it logs, as our spans do.
     fn trace_of(&self, id: &tracing::span::Id) -> Option<(String, String)> {
         let dispatch = self.dispatch.get()?.upgrade()?;
         let context = tracing_opentelemetry::get_otel_context(id, &dispatch)?;

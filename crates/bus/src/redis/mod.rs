@@ -115,13 +115,14 @@ impl RedisConfig {
 
 impl std::fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The URL may hold a password.
-        let url = match self.url.split_once('@') {
+        // Each URL (a cluster's seed nodes are several) may hold a password.
+        let without_credentials = |url: &str| match url.split_once('@') {
             Some((credentials, host)) => {
                 format!("{}***@{host}", &credentials[..credentials.find("//").map_or(0, |i| i + 2)])
             }
-            None => self.url.clone(),
+            None => url.to_owned(),
         };
+        let url = self.url.split(',').map(without_credentials).collect::<Vec<_>>().join(",");
         f.debug_struct("RedisConfig")
             .field("url", &url)
             .field("prefix", &self.prefix)
@@ -135,7 +136,8 @@ impl std::fmt::Debug for RedisConfig {
 
 /// How the connection publishes go through waits: an append is not retried
 /// by a cluster's client (a retry after a lost answer would append it
-/// twice; the heartbeat reconnects, and readers drop a repeat anyway), and
+/// twice; the heartbeat reconnects; redis-rs may still re-send a request in
+/// flight after a failed refresh of the slots, and readers drop a repeat), and
 /// on one server a command during an outage fails after a short retry
 /// instead of the default six (seven seconds holding a request), while the
 /// heartbeat keeps trying to reconnect every second.
@@ -389,5 +391,8 @@ mod tests {
         };
         assert!(!format!("{config:?}").contains("hunter2"));
         assert!(!format!("{config:?}").contains("hunter3"));
+        let cluster = RedisConfig { url: "redis://:a1@n1:7000,redis://:b2@n2:7001".into(), cluster: true, ..config };
+        let printed = format!("{cluster:?}");
+        assert!(!printed.contains("a1@") && !printed.contains("b2@") && printed.contains("n2:7001"), "{printed}");
     }
 }

@@ -167,7 +167,12 @@ async fn a_task_of_a_killed_replica_fails_instead_of_hanging() {
     let client = survivor.client();
     let first = call(&client, "tasks/get", json!({ "taskId": id })).await;
     assert_eq!(first.result()["status"], "working", "the lease has not run out yet");
-    let failed = until_status(&client, &id, "failed").await;
+    // The lease is 1 s: failed soon after it runs out, not left `working`.
+    let failed = eventually("the dead replica's task to fail", Duration::from_secs(3), async || {
+        let task = call(&client, "tasks/get", json!({ "taskId": id })).await.result().clone();
+        (task["status"] == "failed").then_some(task)
+    })
+    .await;
     assert!(failed["error"]["message"].as_str().unwrap().contains("stopped before it finished"), "{failed}");
     drop(survivor);
     database.remove().await;
