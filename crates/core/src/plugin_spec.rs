@@ -17,16 +17,9 @@ pub struct SpecError {
     pub reason: String,
 }
 
-impl SpecError {
-    /// `field` is wrong because of `reason`.
-    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self { field: field.into(), reason: reason.into() }
-    }
-}
-
 /// A [`SpecError`] at `field`.
-pub fn invalid(field: &str, reason: impl Into<String>) -> SpecError {
-    SpecError { field: field.to_owned(), reason: reason.into() }
+pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> SpecError {
+    SpecError { field: field.into(), reason: reason.into() }
 }
 
 /// Refuses any key of `object` not in `known`; `prefix` is the object's path (`limits.`).
@@ -36,7 +29,7 @@ pub fn invalid(field: &str, reason: impl Into<String>) -> SpecError {
 pub fn only_known(object: &Map<String, Value>, prefix: &str, known: &[&str]) -> Result<(), SpecError> {
     match object.keys().find(|k| !known.contains(&k.as_str())) {
         Some(unknown) => {
-            Err(invalid(&format!("{prefix}{unknown}"), format!("is not a known field (known: {})", known.join(", "))))
+            Err(invalid(format!("{prefix}{unknown}"), format!("is not a known field (known: {})", known.join(", "))))
         }
         None => Ok(()),
     }

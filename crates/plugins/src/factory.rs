@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_core::Plugin;
 use switchyard_core::catalog::ListChanges;
-use switchyard_core::plugin_spec::SpecError;
+use switchyard_core::plugin_spec::{SpecError, invalid};
 use switchyard_upstream::{McpClient, OutboundPolicy, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec};
 use switchyard_wasm::{HostDirs, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
@@ -96,8 +96,7 @@ impl Factory {
         if let Some(runtime) = self.wasm.get() {
             return Ok(runtime);
         }
-        let runtime =
-            Runtime::new(self.wasm_config).map_err(|e| SpecError::new("kind", format!("WASM runtime: {e}")))?;
+        let runtime = Runtime::new(self.wasm_config).map_err(|e| invalid("kind", format!("WASM runtime: {e}")))?;
         Ok(self.wasm.get_or_init(|| runtime))
     }
 
@@ -117,18 +116,15 @@ impl Factory {
                     .spec
                     .get("name")
                     .and_then(Value::as_str)
-                    .ok_or_else(|| SpecError::new("spec.name", "is required: the built-in plugin's name"))?;
+                    .ok_or_else(|| invalid("spec.name", "is required: the built-in plugin's name"))?;
                 builtin::by_name(name).ok_or_else(|| {
                     let known: Vec<&str> = builtin::AVAILABLE.iter().map(|(n, _)| *n).collect();
-                    SpecError::new(
-                        "spec.name",
-                        format!("{name:?} is not a built-in plugin (known: {})", known.join(", ")),
-                    )
+                    invalid("spec.name", format!("{name:?} is not a built-in plugin (known: {})", known.join(", ")))
                 })?
             }
             "wasm" => {
                 let spec = WasmSpec::parse(plugin.spec, self.wasm_config.max_memory_bytes, &self.grants.host_dirs)
-                    .map_err(|e| SpecError::new(format!("spec.{}", e.field), e.reason))?;
+                    .map_err(|e| invalid(format!("spec.{}", e.field), e.reason))?;
                 let runtime = self.wasm_runtime()?;
                 let module = match runtime.cached_module(&spec.artifact) {
                     Some(module) => module,
@@ -136,48 +132,45 @@ impl Factory {
                         let bytes = artifacts
                             .fetch(&spec.artifact)
                             .await
-                            .map_err(|e| SpecError::new("spec.artifact", format!("cannot be fetched: {e}")))?
+                            .map_err(|e| invalid("spec.artifact", format!("cannot be fetched: {e}")))?
                             .ok_or_else(|| {
-                                SpecError::new("spec.artifact", "no artifact has this digest; upload the module first")
+                                invalid("spec.artifact", "no artifact has this digest; upload the module first")
                             })?;
                         runtime
                             .compile(&spec.artifact, bytes)
                             .await
-                            .map_err(|e| SpecError::new("spec.artifact", e.to_string()))?
+                            .map_err(|e| invalid("spec.artifact", e.to_string()))?
                     }
                 };
                 Arc::new(
                     WasmPlugin::load(runtime, plugin.id, &module, spec)
                         .await
-                        .map_err(|e| SpecError::new("spec.artifact", e.to_string()))?,
+                        .map_err(|e| invalid("spec.artifact", e.to_string()))?,
                 )
             }
             "upstream" => {
                 // Secrets are checked against the grants here, before the
                 // client reads any of them or connects anywhere.
                 let spec = UpstreamSpec::parse(plugin.spec, &self.grants.secrets)
-                    .map_err(|e| SpecError::new(format!("spec.{}", e.field), e.reason))?;
+                    .map_err(|e| invalid(format!("spec.{}", e.field), e.reason))?;
                 let client = McpClient::new(spec, self.grants.outbound.clone(), self.upstream_limits)
-                    .map_err(|(field, reason)| SpecError::new(field, reason))?;
+                    .map_err(|(field, reason)| invalid(field, reason))?;
                 let changes = (purpose == Purpose::Serve).then(|| self.changes.clone());
                 Arc::new(
                     UpstreamPlugin::connect(plugin.id, client, changes)
                         .await
-                        .map_err(|e| SpecError::new("spec.url", e.to_string()))?,
+                        .map_err(|e| invalid("spec.url", e.to_string()))?,
                 )
             }
             other => {
-                return Err(SpecError::new(
-                    "kind",
-                    format!("{other:?} is not a plugin kind (builtin, wasm, upstream)"),
-                ));
+                return Err(invalid("kind", format!("{other:?} is not a plugin kind (builtin, wasm, upstream)")));
             }
         };
         let published = Namespaced::new(plugin.id, plugin.namespace, inner).with_scopes(plugin.scopes.to_vec());
         for tool in published.tools() {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
             if !switchyard_core::catalog::is_valid_tool_name(name) {
-                return Err(SpecError::new(
+                return Err(invalid(
                     "namespace",
                     format!(
                         "the published tool name {name:?} must be 1-64 characters of [A-Za-z0-9_.-]; shorten the namespace"

@@ -867,20 +867,22 @@ fn auth_config(raw: RawAuth, bind: SocketAddr, endpoint: &str, problems: &mut Ve
         config.introspection_max_concurrent =
             introspection.max_concurrent.unwrap_or(config.introspection_max_concurrent);
         let secret = match (introspection.client_secret, introspection.client_secret_file) {
-            (Some(secret), None) => secret.expose().clone(),
-            (None, Some(path)) => std::fs::read_to_string(&path).map(|s| s.trim().to_owned()).unwrap_or_else(|e| {
-                problems.push(format!("auth.introspection.client_secret_file: {path}: {e}"));
-                String::new()
-            }),
+            (Some(secret), None) => secret,
+            (None, Some(path)) => {
+                Secret::new(std::fs::read_to_string(&path).map(|s| s.trim().to_owned()).unwrap_or_else(|e| {
+                    problems.push(format!("auth.introspection.client_secret_file: {path}: {e}"));
+                    String::new()
+                }))
+            }
             _ => {
                 problems.push("auth.introspection: set one of client_secret and client_secret_file".into());
-                String::new()
+                Secret::default()
             }
         };
         config.introspection = Some(switchyard_auth::IntrospectionConfig {
             endpoint: introspection.endpoint,
             client_id: introspection.client_id,
-            client_secret: secret.into(),
+            client_secret: secret,
             issuer: introspection.issuer,
         });
     }

@@ -113,11 +113,6 @@ pub struct Deployment {
 }
 
 impl Deployment {
-    /// The replicas.
-    pub fn replicas(&self) -> &[App] {
-        &self.replicas
-    }
-
     /// Stops every replica and drops the PostgreSQL database, if any.
     pub async fn remove(self) {
         let Self { replicas, database, _sqlite } = self;

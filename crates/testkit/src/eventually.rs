@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// `base` scaled by `SWITCHYARD_TEST_PATIENCE` (1 unless set; a malformed
 /// or non-positive value counts as 1).
-pub fn patience(base: Duration) -> Duration {
+fn patience(base: Duration) -> Duration {
     let factor = std::env::var("SWITCHYARD_TEST_PATIENCE")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
@@ -23,16 +23,18 @@ pub fn patience(base: Duration) -> Duration {
 /// then at growing intervals (10 ms doubling up to 200 ms).
 ///
 /// # Panics
-/// When [`patience`]`(within)` passes without an answer, naming `what`.
+/// When `within`, scaled by `SWITCHYARD_TEST_PATIENCE`, passes without an
+/// answer, naming `what`.
 pub async fn eventually<T>(what: &str, within: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + patience(within);
+    let patience = patience(within);
+    let deadline = Instant::now() + patience;
     let mut interval = Duration::from_millis(10);
     loop {
         if let Some(answer) = check().await {
             return answer;
         }
         let now = Instant::now();
-        assert!(now < deadline, "waited {:?} for {what}", patience(within));
+        assert!(now < deadline, "waited {patience:?} for {what}");
         tokio::time::sleep(interval.min(deadline - now)).await;
         interval = (interval * 2).min(Duration::from_millis(200));
     }

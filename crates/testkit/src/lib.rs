@@ -28,7 +28,7 @@ use switchyard_protocol::version::LATEST;
 use tokio_util::sync::CancellationToken;
 
 pub use deployment::{Deployment, DeploymentBuilder};
-pub use eventually::{eventually, patience, until};
+pub use eventually::{eventually, until};
 pub use externals::{
     AuthorizationServer, LegacyPythonServer, ServerProcess, guest_module, node_client, python_client, switchyard_binary,
 };

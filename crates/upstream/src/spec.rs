@@ -146,10 +146,10 @@ fn secret(object: &Map<String, Value>, prefix: &str, key: &str, policy: &SecretP
     let env = object.get(&env_key).and_then(Value::as_str);
     let file = object.get(&file_key).and_then(Value::as_str);
     match (env, file) {
-        (Some(name), None) => policy.env(name).map_err(|e| invalid(&format!("{prefix}{env_key}"), e)),
-        (None, Some(path)) => policy.file(path).map_err(|e| invalid(&format!("{prefix}{file_key}"), e)),
+        (Some(name), None) => policy.env(name).map_err(|e| invalid(format!("{prefix}{env_key}"), e)),
+        (None, Some(path)) => policy.file(path).map_err(|e| invalid(format!("{prefix}{file_key}"), e)),
         _ => Err(invalid(
-            &format!("{prefix}{env_key}"),
+            format!("{prefix}{env_key}"),
             format!(
                 "give exactly one of {key}_from_env (a variable name) or {key}_from_file (an absolute path); secrets are not stored in the registry"
             ),

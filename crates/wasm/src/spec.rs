@@ -166,16 +166,16 @@ impl WasmSpec {
                             .and_then(Value::as_str)
                             .filter(|s| s.starts_with('/'))
                             .map(str::to_owned)
-                            .ok_or_else(|| invalid(&format!("{field}.{key}"), "must be an absolute path"))
+                            .ok_or_else(|| invalid(format!("{field}.{key}"), "must be an absolute path"))
                     };
                     let writable = match dir.get("writable") {
                         None => false,
                         Some(w) => {
-                            w.as_bool().ok_or_else(|| invalid(&format!("{field}.writable"), "must be a boolean"))?
+                            w.as_bool().ok_or_else(|| invalid(format!("{field}.writable"), "must be a boolean"))?
                         }
                     };
                     let host = text("host")?;
-                    let root = host_dirs.check(&host, writable).map_err(|e| invalid(&format!("{field}.host"), e))?;
+                    let root = host_dirs.check(&host, writable).map_err(|e| invalid(format!("{field}.host"), e))?;
                     grants.dirs.push(Preopen { host, guest: text("guest")?, writable, root });
                 }
             }
@@ -183,7 +183,7 @@ impl WasmSpec {
                 let env = env.as_object().ok_or_else(|| invalid("grants.env", "must be an object of strings"))?;
                 for (key, value) in env {
                     let value =
-                        value.as_str().ok_or_else(|| invalid(&format!("grants.env.{key}"), "must be a string"))?;
+                        value.as_str().ok_or_else(|| invalid(format!("grants.env.{key}"), "must be a string"))?;
                     grants.env.push((key.clone(), value.to_owned()));
                 }
             }

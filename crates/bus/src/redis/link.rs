@@ -22,7 +22,7 @@ pub struct Patience {
     /// Retries of a command on one server.
     pub retries: usize,
     /// Retries of a command on a cluster.
-    pub cluster_retries: usize,
+    pub cluster_retries: u32,
     /// The longest wait between reconnection attempts to one server.
     pub max_delay: Option<Duration>,
 }
@@ -60,7 +60,7 @@ impl RedisLink {
                 .cluster_builder()?
                 .connection_timeout(patience.connect)
                 .response_timeout(patience.respond)
-                .retries(u32::try_from(patience.cluster_retries).unwrap_or(u32::MAX))
+                .retries(patience.cluster_retries)
                 .build()?;
             return Ok(Self::Cluster(client.get_async_connection().await?));
         }

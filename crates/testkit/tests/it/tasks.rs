@@ -21,9 +21,10 @@ async fn call(client: &Client, method: &str, params: Value) -> Reply {
     client.request_with(method, params, tasks_capability()).await
 }
 
-/// The task as `tasks/get` on `client` shows it once it is in `status`.
-async fn until_status(client: &Client, id: &str, status: &str) -> Value {
-    eventually(&format!("task {id} to be {status}"), Duration::from_secs(10), || async {
+/// The task as `tasks/get` on `client` shows it once it is in `status`,
+/// which must be `within`.
+async fn until_status(client: &Client, id: &str, status: &str, within: Duration) -> Value {
+    eventually(&format!("task {id} to be {status}"), within, || async {
         let task = call(client, "tasks/get", json!({ "taskId": id })).await.result().clone();
         (task["status"] == status).then_some(task)
     })
@@ -114,7 +115,7 @@ async fn a_task_created_on_one_replica_is_read_and_cancelled_on_the_others() {
     // in parts through others, then resumed by its owner to the end.
     let asking = call(&one, "tools/call", json!({ "name": "multi_input", "arguments": {} })).await;
     let asking_id = asking.result()["taskId"].as_str().unwrap().to_owned();
-    let parked = until_status(&two, &asking_id, "input_required").await;
+    let parked = until_status(&two, &asking_id, "input_required", Duration::from_secs(10)).await;
     let keys: Vec<String> = parked["inputRequests"].as_object().unwrap().keys().cloned().collect();
     assert_eq!(keys, ["r1.first", "r1.second"], "{parked}");
     assert_eq!(parked["inputRequests"]["r1.first"]["method"], "elicitation/create");
@@ -168,11 +169,7 @@ async fn a_task_of_a_killed_replica_fails_instead_of_hanging() {
     let first = call(&client, "tasks/get", json!({ "taskId": id })).await;
     assert_eq!(first.result()["status"], "working", "the lease has not run out yet");
     // The lease is 1 s: failed soon after it runs out, not left `working`.
-    let failed = eventually("the dead replica's task to fail", Duration::from_secs(3), async || {
-        let task = call(&client, "tasks/get", json!({ "taskId": id })).await.result().clone();
-        (task["status"] == "failed").then_some(task)
-    })
-    .await;
+    let failed = until_status(&client, &id, "failed", Duration::from_secs(3)).await;
     assert!(failed["error"]["message"].as_str().unwrap().contains("stopped before it finished"), "{failed}");
     drop(survivor);
     database.remove().await;
