@@ -29,6 +29,7 @@
 mod access;
 mod handlers;
 mod problem;
+mod settings;
 
 use std::sync::Arc;
 
@@ -42,6 +43,7 @@ use switchyard_core::plugin_spec::SpecError;
 use switchyard_registry::{PluginRecord, Registry};
 
 pub use access::{Access, BearerCheck};
+pub use settings::{RawAdmin, Settings};
 
 /// What the admin API needs from the process that serves plugins.
 pub trait Plugins: Send + Sync + 'static {

@@ -39,10 +39,12 @@ mod keys;
 mod layer;
 pub mod metadata;
 mod principal;
+mod settings;
 mod verifier;
 
 pub use config::{Config, ConfigError, IntrospectionConfig, IssuerConfig};
 pub use error::Rejection;
 pub use layer::{Gate, RequireBearer, RequireBearerLayer};
 pub use principal::Principal;
+pub use settings::{RawAuth, RawIntrospection, RawIssuer, Settings};
 pub use verifier::Verifier;

@@ -31,6 +31,7 @@ pub mod plugin_spec;
 pub mod policy;
 pub mod schema;
 pub mod server;
+pub mod settings;
 pub mod state;
 pub mod tasks;
 

@@ -29,7 +29,9 @@ mod mirror;
 mod reply;
 mod router;
 mod serve;
+mod settings;
 mod trace;
 
 pub use router::{AuthLayer, Config, Health, router};
 pub use serve::{bind, serve};
+pub use settings::RawHttp;

@@ -23,6 +23,10 @@ use futures::future::BoxFuture;
 use switchyard_bus::{Patience, RedisConfig, RedisLink};
 use switchyard_http::limit::{Decision, Key, RateLimiter};
 
+mod settings;
+
+pub use settings::RawRateLimit;
+
 /// A steady rate with a burst.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rate {

@@ -16,6 +16,6 @@ mod namespaced;
 
 pub use factory::{Artifacts, Factory, Grants, Purpose, Registration};
 pub use namespaced::Namespaced;
-pub use switchyard_upstream::{OutboundPolicy, SecretPolicy, UpstreamLimits};
-pub use switchyard_wasm::HostDirs;
+pub use switchyard_upstream::{OutboundPolicy, RawUpstream, SecretPolicy, UpstreamLimits};
 pub use switchyard_wasm::RuntimeConfig as WasmConfig;
+pub use switchyard_wasm::{HostDirs, RawWasm};

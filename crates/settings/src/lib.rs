@@ -8,14 +8,18 @@
 //!   variable, as a comma-separated string;
 //! - [`Secret`]: a value that must never reach a log, a trace or an error
 //!   message (tokens, client secrets, keys), whose `Debug` shows
-//!   `Secret(***)`, so a configuration holding one can be printed whole.
+//!   `Secret(***)`, so a configuration holding one can be printed whole;
+//! - [`Problems`] and [`Section`]: every problem of a configuration found in
+//!   one pass, each naming its key where the binary places the section.
 //!
 //! A leaf: it knows nothing of MCP, HTTP or any other crate of ours.
 
+mod problems;
 mod secret;
 
 use std::time::Duration;
 
+pub use problems::{Problems, Section};
 pub use secret::Secret;
 
 /// `250ms`, `30s`, `5m` or `1h`; `None` for anything else (or an overflow).

@@ -20,6 +20,7 @@ pub mod context;
 mod logs;
 mod metrics;
 mod prometheus;
+mod settings;
 
 use std::time::Duration;
 
@@ -36,6 +37,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 pub use logs::LogFormat;
 pub use metrics::{Metrics, ToolOutcome, metrics};
 pub use prometheus::Prometheus;
+pub use settings::{RawTelemetry, Settings};
 
 /// Telemetry settings; composed into the binary's `Config`.
 #[derive(Debug, Clone)]

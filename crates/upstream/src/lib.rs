@@ -37,6 +37,7 @@ mod limits;
 mod outbound;
 mod plugin;
 mod secrets;
+mod settings;
 mod spec;
 mod sse;
 
@@ -45,4 +46,5 @@ pub use limits::{Bound, UpstreamLimits};
 pub use outbound::{Allowed, IpNet, OutboundPolicy};
 pub use plugin::UpstreamPlugin;
 pub use secrets::{SecretPolicy, SecretRef};
+pub use settings::{RawUpstream, Settings};
 pub use spec::{Credentials, SpecError, UpstreamSpec};

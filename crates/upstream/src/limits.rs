@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use switchyard_settings::Section;
+
 /// The operator's bounds on every upstream plugin (`[upstream]` in the
 /// server's configuration). The defaults are safe for a public deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,9 +76,8 @@ impl Default for UpstreamLimits {
 }
 
 impl UpstreamLimits {
-    /// The problems with these limits, for the configuration's report.
-    pub fn problems(&self) -> Vec<String> {
-        let mut problems = Vec::new();
+    /// Reports what is wrong with these limits under `[upstream]`.
+    pub fn check(&self, section: &mut Section<'_>) {
         for (key, value) in [
             ("max_message_bytes", self.max_message_bytes),
             ("max_message_values", self.max_message_values),
@@ -88,11 +89,12 @@ impl UpstreamLimits {
             ("max_list_values", self.max_list_values),
         ] {
             if value == 0 {
-                problems.push(format!("upstream.{key} must be at least 1"));
+                section.push(key, "must be at least 1");
             }
         }
         if self.max_stream_bytes < self.max_message_bytes {
-            problems.push("upstream.max_stream_bytes must be at least upstream.max_message_bytes".into());
+            let message_key = section.key("max_message_bytes");
+            section.push("max_stream_bytes", format_args!("must be at least {message_key}"));
         }
         for (key, value) in [
             ("list_deadline", self.list_deadline),
@@ -101,10 +103,9 @@ impl UpstreamLimits {
             ("max_backoff", self.max_backoff),
         ] {
             if value.is_zero() {
-                problems.push(format!("upstream.{key} must be longer than zero"));
+                section.push(key, "must be longer than zero");
             }
         }
-        problems
     }
 }
 
@@ -228,9 +229,17 @@ mod tests {
 
     #[test]
     fn the_defaults_are_valid_and_zeroes_are_not() {
-        assert!(UpstreamLimits::default().problems().is_empty());
+        let problems = |limits: &UpstreamLimits| {
+            let mut problems = switchyard_settings::Problems::new();
+            limits.check(&mut problems.section("upstream"));
+            problems.into_vec()
+        };
+        assert!(problems(&UpstreamLimits::default()).is_empty());
         let zero = UpstreamLimits { max_list_items: 0, refresh_interval: Duration::ZERO, ..UpstreamLimits::default() };
-        assert_eq!(zero.problems().len(), 2, "{:?}", zero.problems());
+        assert_eq!(
+            problems(&zero),
+            ["upstream.max_list_items: must be at least 1", "upstream.refresh_interval: must be longer than zero"]
+        );
     }
 
     #[test]

@@ -35,22 +35,6 @@ pub struct SecretPolicy {
 }
 
 impl SecretPolicy {
-    /// Checks the policy itself, for the configuration loader.
-    ///
-    /// # Errors
-    /// A pattern that would grant every variable, or a relative directory.
-    pub fn validate(&self) -> Result<(), String> {
-        if let Some(bad) = self.env.iter().find(|p| p.is_empty() || p.trim_end_matches('*').is_empty()) {
-            return Err(format!(
-                "upstream.secret_env: {bad:?} would grant every variable; name variables or a prefix like TOOLS_*"
-            ));
-        }
-        if let Some(bad) = self.dirs.iter().find(|d| !d.is_absolute()) {
-            return Err(format!("upstream.secret_dirs: {} is not an absolute path", bad.display()));
-        }
-        Ok(())
-    }
-
     /// Whether `env` grants the variable `name` (never one of Switchyard's own).
     pub fn grants(&self, name: &str) -> bool {
         !is_own(name)
@@ -166,8 +150,6 @@ mod tests {
             assert!(!everything.grants(own), "{own}");
         }
         assert!(SecretPolicy::default().env("TOOLS_KEY").unwrap_err().contains("grants no variable"));
-        assert!(SecretPolicy { env: vec!["*".into()], ..Default::default() }.validate().is_err());
-        assert!(SecretPolicy { dirs: vec!["rel".into()], ..Default::default() }.validate().is_err());
     }
 
     #[test]

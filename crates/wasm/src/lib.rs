@@ -28,8 +28,10 @@
 
 mod plugin;
 mod runtime;
+mod settings;
 mod spec;
 
 pub use plugin::WasmPlugin;
 pub use runtime::{LoadError, Runtime, RuntimeConfig};
+pub use settings::RawWasm;
 pub use spec::{Grants, HostDirs, Limits, Preopen, SpecError, WasmSpec};

@@ -117,9 +117,10 @@ fn the_reference_names_every_key() {
     assert!(unknown.is_empty(), "rows of docs/configuration.md the binary does not accept: {unknown:?}");
 
     // Tables of settings that one row describes name each of their keys.
-    for (key, fields) in
-        [("auth.issuers", fields_of::<RawIssuer>()), ("auth.introspection", fields_of::<RawIntrospection>())]
-    {
+    for (key, fields) in [
+        ("auth.issuers", fields_of::<switchyard_auth::RawIssuer>()),
+        ("auth.introspection", fields_of::<switchyard_auth::RawIntrospection>()),
+    ] {
         let (_, row) = rows.iter().find(|(keys, _)| keys.iter().any(|k| k == key)).expect("a row");
         for field in fields {
             assert!(row.contains(field), "the row of `{key}` does not name its `{field}`");
