@@ -58,6 +58,15 @@ impl CachePolicy {
         Self { ttl: self.ttl.min(other.ttl), scope: self.scope.narrowest(other.scope) }
     }
 
+    /// `result` with `ttlMs` and `cacheScope` written in (when it is an object).
+    #[must_use]
+    pub fn applied(self, mut result: Value) -> Value {
+        if let Value::Object(map) = &mut result {
+            self.apply(map);
+        }
+        result
+    }
+
     /// Writes `ttlMs` and `cacheScope` into a result object.
     pub fn apply(self, result: &mut Map<String, Value>) {
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);

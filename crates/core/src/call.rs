@@ -2,35 +2,50 @@
 //! plumbing (opening incoming state, sealing outgoing state, or asking a
 //! legacy client over its response stream), and the call's deadline.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
+use switchyard_bus::marks::Marks;
+use switchyard_protocol::ErrorObject;
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::method::input;
 use switchyard_protocol::version::Era;
-use switchyard_protocol::{ErrorObject, RequestId};
+use switchyard_telemetry::ToolOutcome;
 use tokio_util::sync::CancellationToken;
 
 use crate::caching::{CachePolicy, CacheScope};
-use crate::catalog::{Snapshot, ToolEntry};
+use crate::catalog::{Catalog, Snapshot, ToolEntry};
 use crate::error::Error;
-use crate::legacy;
+use crate::legacy::{self, LegacyAsk, Relay};
 use crate::plugin::{CallContext, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult};
-use crate::server::{Prepared, Server};
-use crate::state::{Binding, OpenError};
-use switchyard_telemetry::ToolOutcome;
-
-use crate::task_run::{TaskCall, run_task};
-use crate::tasks::{TaskRecord, TaskStatus, TaskSupport, Tasks, millis, now_ms};
+use crate::request::Prepared;
+use crate::server::Config;
+use crate::state::{Binding, OpenError, StateSealer};
+use crate::tasks::{TaskSupport, Tasks};
 
 /// Most completion values returned at once (the spec's cap).
 const MAX_COMPLETIONS: usize = 100;
 
+/// What a call may use of the server, named: a call reaches nothing else.
+pub(crate) struct CallDeps<'a> {
+    /// The call deadline, the caching of reads, whether a `requestState` opens once, the scope policy.
+    pub(crate) config: &'a Config,
+    /// Where a plugin reports list changes.
+    pub(crate) catalog: &'a Arc<Catalog>,
+    /// Seals and opens `requestState`.
+    pub(crate) sealer: &'a StateSealer,
+    /// Where the uses of `requestState` are marked.
+    pub(crate) state_marks: &'a dyn Marks,
+    /// The Tasks extension, when served.
+    pub(crate) tasks: Option<&'a Arc<Tasks>>,
+    /// Asks legacy clients for input; names this replica.
+    pub(crate) relay: &'a Relay,
+}
+
 /// One call into a plugin, with everything the MRTR and context plumbing needs.
 pub(crate) struct Call<'a> {
-    pub(crate) server: &'a Server,
+    pub(crate) deps: CallDeps<'a>,
     pub(crate) request: &'a Prepared,
     pub(crate) snapshot: &'a Snapshot,
     pub(crate) notifier: Notifier,
@@ -64,14 +79,14 @@ impl Call<'_> {
             Some(_) => return Err(Error::InvalidParams("params.arguments must be an object".into())),
         };
         let tool = self.snapshot.tool(name).ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
-        self.server.authorize(&self.request.caller, tool)?;
+        self.deps.config.policy.authorize(&self.request.caller, tool)?;
         tool.input_schema
             .validate(arguments)
             .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
         let arguments = arguments.as_object().cloned().unwrap_or_default();
         let declared_tasks =
             self.request.era == Era::Modern && ClientCapability::Tasks.is_declared_in(&self.capabilities);
-        match (tool.plugin.task_support(name), &self.server.tasks) {
+        match (tool.plugin.task_support(name), &self.deps.tasks) {
             (TaskSupport::Required, _) if !declared_tasks => {
                 return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
             }
@@ -95,97 +110,10 @@ impl Call<'_> {
         result
     }
 
-    /// A `tools/call` that may become a task: the call is polled once; an
-    /// answer it has at once (a result, an MRTR `input_required`) goes back
-    /// as for any call. Otherwise the task is stored before its
-    /// `CreateTaskResult` is returned, and the call goes on in the
-    /// background, where its end is recorded.
-    async fn call_tool_as_task(
-        &self,
-        tool: &ToolEntry,
-        tasks: &Arc<Tasks>,
-        arguments: Map<String, Value>,
-    ) -> Result<Value, Error> {
-        let request = self.request;
-        let binding = Binding {
-            method: request.method.as_str(),
-            params: &request.params,
-            principal: request.caller.principal.as_deref(),
-        };
-        let input = self.input_round(binding).await?;
-        let round_deadline = tasks.config.deadline.unwrap_or(self.server.config.call_timeout);
-        let token = CancellationToken::new();
-        let cx = CallContext {
-            caller: request.caller.clone(),
-            client_capabilities: Arc::clone(&self.capabilities),
-            // Each round of the call has the task deadline (the call timeout
-            // unless configured); waiting for the client's input does not count.
-            deadline: std::time::Instant::now() + round_deadline,
-            cancel: token.clone(),
-            input: None,
-            // Tasks send no progress or log notifications (the extension defines none).
-            notifier: Notifier::default(),
-            changes: Some(self.server.catalog.change_sink()),
-        };
-        let call = TaskCall {
-            plugin: Arc::clone(&tool.plugin),
-            name: tool.name.clone(),
-            arguments,
-            template: cx,
-            deadline: round_deadline,
-        };
-        // One caller's tasks are bounded here, before its call starts: a
-        // refused call reaches no plugin (nor an upstream behind one).
-        let id = Tasks::new_id();
-        tasks.track(&id, token.clone(), request.caller.accounting_key()).map_err(|bound| {
-            Error::OverLimit(format!("Too many tasks: this caller has {bound} running or waiting for input"))
-        })?;
-        // An MRTR retry's answers go to the first round.
-        let mut running = call.start(input);
-        if let Some(outcome) = futures::FutureExt::now_or_never(&mut running) {
-            tasks.untrack(&id);
-            let plugin_error = |source| Error::Plugin { plugin: tool.plugin.id().to_owned(), source };
-            return match outcome.map_err(plugin_error)? {
-                Outcome::Complete(result) => check_tool_result(tool, result),
-                Outcome::InputRequired { requests, state } => {
-                    self.ask_modern_client(tool.plugin.id(), requests, state, binding)
-                }
-            };
-        }
-        let now = now_ms();
-        let task = TaskRecord {
-            id,
-            principal: request.caller.principal.clone(),
-            status: TaskStatus::Working,
-            status_message: None,
-            created_at_ms: now,
-            updated_at_ms: now,
-            ttl_ms: millis(tasks.config.ttl),
-            owner: self.server.replica.clone(),
-            lease_until_ms: now + millis(tasks.config.lease),
-            result: None,
-            error: None,
-            input: None,
-            version: 0,
-        };
-        // Durable before the client hears of it: an immediate tasks/get on
-        // any replica must find it.
-        if let Err(error) = tasks.store.create(&task).await {
-            tasks.untrack(&task.id);
-            token.cancel();
-            return Err(Error::TaskStore(error));
-        }
-        let (tasks_handle, catalog) = (Arc::clone(tasks), Arc::clone(&self.server.catalog));
-        tokio::spawn(run_task(tasks_handle, catalog, task.clone(), call, running, token));
-        let mut created = crate::tasks::wire(&task, tasks.config.poll_interval, false);
-        created.insert("resultType".into(), json!("task"));
-        Ok(Value::Object(created))
-    }
-
     pub(crate) async fn read_resource(&self) -> Result<Value, Error> {
         let uri = self.string_param("uri")?;
         let owner = self.snapshot.serving(uri).ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))?;
-        let gated = self.server.authorize(&self.request.caller, owner)?;
+        let gated = self.deps.config.policy.authorize(&self.request.caller, owner)?;
         let result = self.run(&owner.plugin, uri, |plugin, cx| plugin.read_resource(uri, cx)).await?;
         if result.get("resultType").is_some_and(|t| t != "complete") {
             return Ok(result);
@@ -194,13 +122,11 @@ impl Call<'_> {
         if result.get("contents").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
             return Err(Error::ResourceNotFound(uri.to_owned()));
         }
-        let policy = owner
-            .plugin
-            .cache_policy()
-            .map_or(self.server.config.read_cache, |p| self.server.config.read_cache.combine(p));
+        let policy =
+            owner.plugin.cache_policy().map_or(self.deps.config.read_cache, |p| self.deps.config.read_cache.combine(p));
         // Who may read it depends on the caller: no shared cache may reuse it.
         let policy = if gated { CachePolicy { scope: CacheScope::Private, ..policy } } else { policy };
-        Ok(self.server.cached(result, policy))
+        Ok(policy.applied(result))
     }
 
     pub(crate) async fn get_prompt(&self) -> Result<Value, Error> {
@@ -210,7 +136,7 @@ impl Call<'_> {
             return Err(Error::InvalidParams(format!("prompt argument {key} must be a string")));
         }
         let prompt = self.snapshot.prompt(name).ok_or_else(|| Error::UnknownPrompt(name.to_owned()))?;
-        self.server.authorize(&self.request.caller, prompt)?;
+        self.deps.config.policy.authorize(&self.request.caller, prompt)?;
         let missing: Vec<&str> =
             prompt.required_arguments.iter().filter(|a| !arguments.contains_key(*a)).map(String::as_str).collect();
         if !missing.is_empty() {
@@ -231,7 +157,7 @@ impl Call<'_> {
             Some("ref/prompt") => {
                 let name = text(reference.get("name"), "ref.name")?;
                 let prompt = self.snapshot.prompt(&name).ok_or_else(|| Error::UnknownPrompt(name.clone()))?;
-                self.server.authorize(&self.request.caller, prompt)?;
+                self.deps.config.policy.authorize(&self.request.caller, prompt)?;
                 (CompletionRef::Prompt(name), Arc::clone(&prompt.plugin))
             }
             Some("ref/resource") => {
@@ -239,7 +165,7 @@ impl Call<'_> {
                 let owner =
                     self.snapshot.templates.iter().find(|t| t.key == uri).or_else(|| self.snapshot.resource(&uri));
                 let owner = owner.ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
-                self.server.authorize(&self.request.caller, owner)?;
+                self.deps.config.policy.authorize(&self.request.caller, owner)?;
                 (CompletionRef::Resource(uri), Arc::clone(&owner.plugin))
             }
             _ => return Err(Error::InvalidParams("ref.type must be ref/prompt or ref/resource".into())),
@@ -278,7 +204,7 @@ impl Call<'_> {
             principal: request.caller.principal.as_deref(),
         };
         let mut input = self.input_round(binding).await?;
-        let timeout = self.server.config.call_timeout;
+        let timeout = self.deps.config.call_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         let plugin_error = |source| Error::Plugin { plugin: plugin.id().to_owned(), source };
         let timed_out = || Error::Timeout { tool: target.to_owned(), seconds: timeout.as_secs() };
@@ -291,7 +217,7 @@ impl Call<'_> {
                 cancel: self.cancel.clone(),
                 input: input.take(),
                 notifier: self.notifier.clone(),
-                changes: Some(self.server.catalog.change_sink()),
+                changes: Some(self.deps.catalog.change_sink()),
             };
             let span = tracing::info_span!(
                 "plugin",
@@ -321,7 +247,9 @@ impl Call<'_> {
             if request.era == Era::Modern {
                 return self.ask_modern_client(plugin.id(), requests, state, binding);
             }
-            let responses = self.ask_legacy_client(requests, deadline).await.map_err(|e| match e {
+            let principal = request.caller.principal.as_deref();
+            let asked = self.deps.relay.ask(self.deps.sealer, &self.notifier, principal, requests, deadline).await;
+            let responses = asked.map_err(|e| match e {
                 LegacyAsk::Unavailable => plugin_error(PluginError::Tool(legacy::input_unavailable())),
                 LegacyAsk::Refused(message) => plugin_error(PluginError::Tool(message)),
                 LegacyAsk::TimedOut => timed_out(),
@@ -334,7 +262,7 @@ impl Call<'_> {
     /// The `input_required` result of a modern request: every input request
     /// must need only capabilities the request declared, and the plugin's
     /// state goes out sealed.
-    fn ask_modern_client(
+    pub(crate) fn ask_modern_client(
         &self,
         plugin: &str,
         requests: Map<String, Value>,
@@ -350,61 +278,14 @@ impl Call<'_> {
                 return Err(ErrorObject::missing_capability(needed.as_required()).into());
             }
         }
-        let sealed = self.server.sealer.seal(binding, state);
+        let sealed = self.deps.sealer.seal(binding, state);
         Ok(json!({ "resultType": "input_required", "inputRequests": requests, "requestState": sealed }))
-    }
-
-    /// Sends input requests to a legacy client as JSON-RPC requests on this
-    /// request's response stream and waits for its answers, which arrive as
-    /// separate POSTs and reach us through [`Server::deliver_response`].
-    async fn ask_legacy_client(
-        &self,
-        requests: Map<String, Value>,
-        deadline: tokio::time::Instant,
-    ) -> std::result::Result<Map<String, Value>, LegacyAsk> {
-        let pending = &self.server.legacy_pending;
-        let mut waiting = Vec::with_capacity(requests.len());
-        let registered = Unregister {
-            pending,
-            ids: requests
-                .keys()
-                .map(|_| {
-                    let principal = self.request.caller.principal.as_deref();
-                    RequestId::String(legacy::request_id(&self.server.sealer, &self.server.replica, principal))
-                })
-                .collect(),
-        };
-        for ((key, input_request), id) in requests.into_iter().zip(&registered.ids) {
-            let (sender, receiver) = tokio::sync::oneshot::channel();
-            pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), sender);
-            let method = input_request.get("method").and_then(Value::as_str).unwrap_or("input").to_owned();
-            let mut message = input_request;
-            message["jsonrpc"] = json!("2.0");
-            message["id"] = id.to_value();
-            if !self.notifier.send(message).await {
-                return Err(LegacyAsk::Unavailable);
-            }
-            waiting.push((key, method, receiver));
-        }
-        let mut responses = Map::new();
-        for (key, method, receiver) in waiting {
-            match tokio::time::timeout_at(deadline, receiver).await {
-                Ok(Ok(Ok(answer))) => {
-                    responses.insert(key, answer);
-                }
-                Ok(Ok(Err(error))) => {
-                    return Err(LegacyAsk::Refused(format!("The client could not answer {method}: {}", error.message)));
-                }
-                Ok(Err(_)) | Err(_) => return Err(LegacyAsk::TimedOut),
-            }
-        }
-        Ok(responses)
     }
 
     /// Reads `inputResponses` and opens `requestState` on a retry. A state
     /// that comes with answers is used once: a second retry with it (a
     /// replay, or a client's duplicate) is refused on every replica.
-    async fn input_round(&self, binding: Binding<'_>) -> Result<Option<InputRound>, Error> {
+    pub(crate) async fn input_round(&self, binding: Binding<'_>) -> Result<Option<InputRound>, Error> {
         let params = &self.request.params;
         let responses = match params.get("inputResponses") {
             None | Some(Value::Null) => None,
@@ -419,9 +300,9 @@ impl Call<'_> {
         let state = match params.get("requestState") {
             None | Some(Value::Null) => None,
             Some(Value::String(sealed)) => {
-                let opened = self.server.sealer.open(sealed, binding).map_err(Error::RequestState)?;
-                if responses.is_some() && self.server.config.state_single_use {
-                    match self.server.state_marks.first_use(&opened.id, opened.expires_at).await {
+                let opened = self.deps.sealer.open(sealed, binding).map_err(Error::RequestState)?;
+                if responses.is_some() && self.deps.config.state_single_use {
+                    match self.deps.state_marks.first_use(&opened.id, opened.expires_at).await {
                         Ok(true) => {}
                         Ok(false) => return Err(Error::RequestState(OpenError::Replayed)),
                         Err(error) => {
@@ -483,35 +364,6 @@ pub(crate) fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value
 
 /// The most times a legacy client is asked for input within one request.
 const MAX_LEGACY_ROUNDS: usize = 8;
-
-/// Why a legacy client could not be asked.
-enum LegacyAsk {
-    /// The transport cannot stream requests to the client.
-    Unavailable,
-    /// The client answered with an error.
-    Refused(String),
-    /// No answer before the deadline.
-    TimedOut,
-}
-
-/// Removes this request's pending input requests however the wait ends.
-struct Unregister<'a> {
-    pending: &'a PendingResponses,
-    ids: Vec<RequestId>,
-}
-
-impl Drop for Unregister<'_> {
-    fn drop(&mut self) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        for id in &self.ids {
-            pending.remove(id);
-        }
-    }
-}
-
-/// Answers awaited from legacy clients, by the id of the request we sent.
-pub(crate) type PendingResponses =
-    std::sync::Mutex<HashMap<RequestId, tokio::sync::oneshot::Sender<std::result::Result<Value, ErrorObject>>>>;
 
 /// The client capability an embedded input request needs.
 pub(crate) fn required_capability(request: &Value) -> Option<ClientCapability> {

@@ -9,15 +9,23 @@
 //!
 //! # Layout
 //! - [`server`]: [`Server`], the entry point: `prepare` (era, `_meta`, version)
-//!   then `execute` (dispatch by [`Method`](switchyard_protocol::Method)).
+//!   then `execute` (dispatch by [`Method`](switchyard_protocol::Method));
+//!   between them a [`Prepared`] request, and what it produced, an [`Execution`].
+//! - `call` (private): one call into a plugin with its MRTR plumbing, given
+//!   only the parts of the server it needs (`CallDeps`).
+//! - `legacy` (private): clients of the `initialize` era, and the relay that
+//!   asks them for input and carries their answers to the replica that waits.
 //! - [`plugin`]: the [`Plugin`] trait that every kind of plugin implements;
 //!   [`plugin_spec`]: what their spec parsers share.
 //! - [`catalog`]: the current snapshot of what the plugins offer, rebuilt on change.
 //! - [`schema`]: JSON Schema 2020-12 compilation, bounded and offline.
 //! - [`state`]: sealing and opening MRTR `requestState`.
-//! - [`tasks`]: the Tasks extension: durable tasks any replica answers for.
+//! - [`tasks`]: the Tasks extension: durable tasks any replica answers for
+//!   (their store, the task methods, starting a call as a task, running it).
 //! - [`listen`]: the listen hub: one bus subscription, many local streams.
-//! - [`policy`]: the scopes items need and callers hold; list filtering and refusals.
+//! - [`policy`]: the [`Caller`], the scopes items need and callers hold; list
+//!   filtering and refusals.
+//! - [`settings`]: the data layer's sections of the configuration file.
 //! - [`error`]: the one place that decides JSON-RPC error or `isError` result.
 //!
 //! Read `ARCHITECTURE.md` at the repository root for a request's whole path.
@@ -38,7 +46,7 @@ pub mod tasks;
 mod call;
 mod cursor;
 mod legacy;
-mod task_run;
+mod request;
 mod telemetry;
 mod uri_template;
 
@@ -46,5 +54,7 @@ pub use caching::{CachePolicy, CacheScope};
 pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use listen::{ListenFrame, ListenHub, ListenLimits, ListenNotification, ListenStream};
-pub use plugin::{CallContext, Caller, Outcome, Plugin, PluginError};
-pub use server::{Config, Execution, Prepared, Server};
+pub use plugin::{CallContext, Outcome, Plugin, PluginError};
+pub use policy::Caller;
+pub use request::{Execution, Prepared};
+pub use server::{Config, Server};

@@ -8,7 +8,6 @@
 //! capabilities for this request, a way to report progress and log messages,
 //! and, on a multi-round retry, the client's answers and the opened state.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,25 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::caching::CachePolicy;
 use crate::catalog::ListKind;
-
-/// Who is calling, as the transport established it. The principal is what
-/// `requestState` and task handles are bound to; the scopes decide what the
-/// caller may see and use ([`crate::policy`]). The default, an anonymous
-/// caller without scopes, is what a transport without authorization (stdio,
-/// a loopback server with auth off) hands in: everything is allowed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Caller {
-    /// A stable identifier of the authenticated principal (issuer and
-    /// subject), or `None` for an anonymous caller.
-    pub principal: Option<String>,
-    /// The OAuth client the caller's token was issued to, when known.
-    pub client_id: Option<String>,
-    /// The scopes the caller's token grants, or `None` when authorization is off.
-    pub scopes: Option<Arc<BTreeSet<String>>>,
-    /// The address the request came from (behind a proxy, the proxy's), when
-    /// the transport has one: what an anonymous caller is counted by.
-    pub peer: Option<std::net::IpAddr>,
-}
+use crate::policy::Caller;
 
 /// What a plugin call produced.
 #[derive(Debug, Clone, PartialEq)]

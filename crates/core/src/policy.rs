@@ -23,7 +23,10 @@ use serde_json::json;
 use switchyard_protocol::ErrorObject;
 use switchyard_protocol::error::INSUFFICIENT_SCOPE;
 
-use crate::plugin::Caller;
+use std::sync::Arc;
+
+use crate::catalog::Item;
+use crate::error::Error;
 
 /// Scopes configured per item, on top of what plugins declare.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,13 +71,24 @@ impl Policy {
     }
 
     /// The scopes `item` needs; see [`Policy::needed`].
-    pub fn needed_by(&self, item: &impl crate::catalog::Item) -> Vec<String> {
+    pub fn needed_by(&self, item: &impl Item) -> Vec<String> {
         self.needed(item.kind(), item.key(), item.plugin().required_scopes())
     }
 
     /// Every scope the configuration names, for `scopes_supported`.
     pub fn configured_scopes(&self) -> BTreeSet<String> {
         [&self.tools, &self.prompts, &self.resources].into_iter().flat_map(|m| m.values().flatten().cloned()).collect()
+    }
+
+    /// Refuses a caller that may not use `item`. `Ok(true)` when the item
+    /// is gated by scopes at all, so the answer depends on who asked.
+    pub(crate) fn authorize(&self, caller: &Caller, item: &impl Item) -> Result<bool, Error> {
+        let scopes = self.needed_by(item);
+        if !caller.may_use(&scopes) {
+            let target = item.key().to_owned();
+            return Err(Error::InsufficientScope { target, refusal: InsufficientScope { scopes } });
+        }
+        Ok(caller.is_scoped() && !scopes.is_empty())
     }
 }
 
@@ -92,6 +106,25 @@ pub fn covers(granted: &BTreeSet<String>, needed: &str) -> bool {
         }
     }
     false
+}
+
+/// Who is calling, as the transport established it. The principal is what
+/// `requestState` and task handles are bound to; the scopes decide what the
+/// caller may see and use ([`crate::policy`]). The default, an anonymous
+/// caller without scopes, is what a transport without authorization (stdio,
+/// a loopback server with auth off) hands in: everything is allowed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// A stable identifier of the authenticated principal (issuer and
+    /// subject), or `None` for an anonymous caller.
+    pub principal: Option<String>,
+    /// The OAuth client the caller's token was issued to, when known.
+    pub client_id: Option<String>,
+    /// The scopes the caller's token grants, or `None` when authorization is off.
+    pub scopes: Option<Arc<BTreeSet<String>>>,
+    /// The address the request came from (behind a proxy, the proxy's), when
+    /// the transport has one: what an anonymous caller is counted by.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 impl Caller {

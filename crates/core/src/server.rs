@@ -11,9 +11,6 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use switchyard_bus::marks::{LocalMarks, Marks};
 use switchyard_bus::{Delivery as BusDelivery, Event};
-
-/// Uses of `requestState` one process remembers (each until its state expires).
-const LOCAL_STATE_MARKS: u64 = 1_000_000;
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::meta::{META, SERVER_INFO};
 use switchyard_protocol::version::{self, Era};
@@ -23,15 +20,21 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::caching::{CachePolicy, CacheScope};
-use crate::call::{Call, PendingResponses};
-use crate::catalog::{Catalog, HeaderParam, Item, Snapshot};
+use crate::call::{Call, CallDeps};
+use crate::catalog::{Catalog, Item, Snapshot};
 use crate::error::{Delivery, Error};
+pub use crate::legacy::Delivered;
+use crate::legacy::{self, Relay};
 use crate::listen::{Filter, ListenHub, ListenStream, ReadScopes, Refusal};
-use crate::plugin::{Caller, Notifier};
-use crate::policy::{InsufficientScope, Policy};
+use crate::plugin::Notifier;
+use crate::policy::{Caller, Policy};
+use crate::request::{Execution, Prepared};
 use crate::state::{StateKey, StateSealer};
-use crate::tasks::{TaskRecord, TaskStatus, Tasks, Transition, now_ms};
-use crate::{cursor, legacy, telemetry};
+use crate::tasks::Tasks;
+use crate::{cursor, telemetry};
+
+/// Uses of `requestState` one process remembers (each until its state expires).
+const LOCAL_STATE_MARKS: u64 = 1_000_000;
 
 /// What the data layer needs to know; composed into the binary's `Config`.
 #[derive(Debug, Clone)]
@@ -81,97 +84,21 @@ impl Default for Config {
     }
 }
 
-/// A request that passed era, `_meta` and version validation.
-#[derive(Debug, Clone)]
-pub struct Prepared {
-    /// The request id.
-    pub id: RequestId,
-    /// The method.
-    pub method: Method,
-    /// The parameters; for a modern request without `_meta`, which is in `meta`.
-    pub params: Map<String, Value>,
-    /// Modern or legacy.
-    pub era: Era,
-    /// The validated `_meta` (modern requests only).
-    pub meta: Option<RequestMeta>,
-    /// Who is calling.
-    pub caller: Caller,
-    /// The catalog as it was when the request was prepared: its headers are
-    /// checked and it is executed against this one snapshot, so a rebuild in
-    /// between cannot check one tool's headers and call another's.
-    pub snapshot: Arc<Snapshot>,
-}
-
-impl Prepared {
-    /// The `x-mcp-header` arguments of the tool a `tools/call` names (none
-    /// for any other request, or a tool the catalog does not have).
-    pub fn header_params(&self) -> &[HeaderParam] {
-        match (&self.method, self.params.get("name").and_then(Value::as_str)) {
-            (Method::CallTool, Some(tool)) => self.snapshot.tool(tool).map_or(&[], |t| t.header_params.as_slice()),
-            _ => &[],
-        }
-    }
-
-    /// Whether running this request may send anything before its result
-    /// (progress, log messages, requests to a legacy client). When it cannot,
-    /// a transport may skip the machinery for streaming.
-    pub fn may_stream(&self) -> bool {
-        match &self.meta {
-            Some(meta) => meta.progress_token.is_some() || meta.log_level.is_some(),
-            None => true,
-        }
-    }
-}
-
-/// What a request produced.
-pub enum Execution {
-    /// A result object (already carrying `resultType` and `_meta` as the era wants).
-    Result(Value),
-    /// A JSON-RPC error.
-    Error(ErrorObject),
-    /// A listen stream (`subscriptions/listen`).
-    Listen(ListenStream),
-}
-
-impl std::fmt::Debug for Execution {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Result(v) => f.debug_tuple("Result").field(v).finish(),
-            Self::Error(e) => f.debug_tuple("Error").field(e).finish(),
-            Self::Listen(_) => f.write_str("Listen"),
-        }
-    }
-}
-
 /// The MCP server: the catalog, the listen hub and the rules between them.
 pub struct Server {
-    pub(crate) catalog: Arc<Catalog>,
+    catalog: Arc<Catalog>,
     hub: ListenHub,
-    pub(crate) sealer: StateSealer,
-    pub(crate) config: Config,
+    sealer: StateSealer,
+    config: Config,
     server_info: Value,
-    pub(crate) legacy_pending: PendingResponses,
-    /// The ids of answers this replica relayed lately: a client repeating
-    /// an answer cannot make us publish it again.
-    relayed: crate::legacy::RecentIds,
-    /// This process's name in the input request ids it mints, and the owner
-    /// name of the tasks it runs.
-    pub(crate) replica: String,
+    /// Legacy clients' answers: to the calls waiting here, or relayed to
+    /// the replica that holds them. It names this process: in the input
+    /// request ids it mints, and as the owner of the tasks it runs.
+    relay: Relay,
     /// The Tasks extension, when a task store is configured.
-    pub(crate) tasks: Option<Arc<Tasks>>,
+    tasks: Option<Arc<Tasks>>,
     /// Where the uses of `requestState` are marked.
-    pub(crate) state_marks: Arc<dyn Marks>,
-}
-
-/// Where a legacy client's answer went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivered {
-    /// To the call waiting here.
-    Here,
-    /// On the bus, to the replica that holds the call.
-    Relayed,
-    /// Nowhere: nothing waits for that id.
-    Unknown,
+    state_marks: Arc<dyn Marks>,
 }
 
 impl Server {
@@ -179,7 +106,7 @@ impl Server {
     pub fn new(catalog: Arc<Catalog>, hub: ListenHub, config: Config) -> Self {
         let server_info = json!({ "name": config.server_name, "version": config.server_version });
         let sealer = StateSealer::new(config.state_keys.clone(), config.state_lifetime);
-        let replica = format!("{:016x}", rand::random::<u64>());
+        let relay = Relay::new(format!("{:016x}", rand::random::<u64>()));
         hub.gate_reads(Arc::new(CatalogReads { catalog: Arc::clone(&catalog), policy: config.policy.clone() }));
         Self {
             catalog,
@@ -187,9 +114,7 @@ impl Server {
             sealer,
             config,
             server_info,
-            legacy_pending: Default::default(),
-            relayed: crate::legacy::RecentIds::default(),
-            replica,
+            relay,
             tasks: None,
             state_marks: Arc::new(LocalMarks::new(LOCAL_STATE_MARKS)),
         }
@@ -216,37 +141,14 @@ impl Server {
     /// stops the rest and fails them with a message saying why, so no client
     /// waits for a lease to run out.
     pub async fn end_tasks(&self, grace: Duration) {
-        let Some(tasks) = &self.tasks else { return };
-        let deadline = tokio::time::Instant::now() + grace;
-        while !tasks.running_ids().is_empty() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        for id in tasks.running_ids() {
-            // Recorded first, stopped second: the call's own end (it sees the
-            // cancellation too) must not win the race and be recorded instead.
-            let message = "The server running this task shut down before it finished; run the tool again";
-            let failed = Transition {
-                status: TaskStatus::Failed,
-                status_message: Some("the replica running this task shut down".into()),
-                result: None,
-                error: Some(json!(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, message))),
-            };
-            match tasks.store.transition(&id, &failed, now_ms()).await {
-                Ok(true) => {
-                    if let Ok(Some(task)) = tasks.store.get(&id).await {
-                        crate::tasks::announce(self.catalog.bus().as_ref(), &task, tasks.config.poll_interval).await;
-                    }
-                }
-                Ok(false) => {}
-                Err(error) => tracing::warn!(task = %id, %error, "could not fail a task at shutdown; its lease will"),
-            }
-            tasks.stop(&id);
+        if let Some(tasks) = &self.tasks {
+            tasks.end_all(grace, self.catalog.bus().as_ref()).await;
         }
     }
 
     /// This replica's name (the owner recorded on the tasks it runs).
     pub fn replica(&self) -> &str {
-        &self.replica
+        self.relay.replica()
     }
 
     /// Hands a legacy client's answer, from `principal`, to the request that
@@ -259,35 +161,7 @@ impl Server {
         outcome: std::result::Result<Value, ErrorObject>,
         principal: Option<&str>,
     ) -> Delivered {
-        let RequestId::String(text) = id else { return Delivered::Unknown };
-        let Some(owner) = crate::legacy::verified_owner(&self.sealer, text, principal) else {
-            return Delivered::Unknown;
-        };
-        if owner == self.replica {
-            let waiting = self.legacy_pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-            return if waiting.is_some_and(|sender| sender.send(outcome).is_ok()) {
-                Delivered::Here
-            } else {
-                Delivered::Unknown
-            };
-        }
-        if !self.relayed.first_time(text) {
-            return Delivered::Unknown;
-        }
-        let response = match outcome {
-            Ok(result) => json!({ "result": result }),
-            Err(error) => json!({ "error": error }),
-        };
-        let event = Event::RelayedAnswer { replica: owner.to_owned(), id: text.clone(), response };
-        match self.catalog.bus().publish(event).await {
-            Ok(()) => Delivered::Relayed,
-            Err(error) => {
-                // Not relayed: the client's retry must be.
-                self.relayed.forget(text);
-                tracing::warn!(%error, "could not relay a client's answer to its replica");
-                Delivered::Unknown
-            }
-        }
+        self.relay.deliver(&self.sealer, self.catalog.bus().as_ref(), id, outcome, principal).await
     }
 
     /// Delivers answers that other replicas relay to calls waiting here, and
@@ -302,31 +176,18 @@ impl Server {
                     delivery = subscription.recv() => delivery,
                 };
                 let Some(server) = server.upgrade() else { return };
-                let (replica, id, response) = match delivery {
-                    Some(BusDelivery::Event(Event::RelayedAnswer { replica, id, response })) => (replica, id, response),
+                match delivery {
+                    Some(BusDelivery::Event(Event::RelayedAnswer { replica, id, response })) => {
+                        server.relay.receive(&replica, id, &response);
+                    }
                     // A task cancelled through another replica: stop it if it runs here.
                     Some(BusDelivery::Event(Event::TaskCancelled { id })) => {
                         if let Some(tasks) = &server.tasks {
                             tasks.stop(&id);
                         }
-                        continue;
                     }
-                    Some(_) => continue,
+                    Some(_) => {}
                     None => return,
-                };
-                if replica != server.replica {
-                    continue;
-                }
-                let outcome = match response.get("error") {
-                    Some(error) => {
-                        Err(serde_json::from_value(error.clone()).unwrap_or_else(|_| ErrorObject::internal()))
-                    }
-                    None => Ok(response.get("result").cloned().unwrap_or(Value::Null)),
-                };
-                let waiting =
-                    server.legacy_pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&RequestId::String(id));
-                if let Some(sender) = waiting {
-                    let _ = sender.send(outcome);
                 }
             }
         });
@@ -346,9 +207,10 @@ impl Server {
     /// resource metadata announces in `scopes_supported`.
     pub fn scopes_in_use(&self) -> std::collections::BTreeSet<String> {
         let snapshot = self.catalog.snapshot();
-        let tools = snapshot.tools.iter().flat_map(|t| self.needed_scopes(t));
-        let prompts = snapshot.prompts.iter().flat_map(|p| self.needed_scopes(p));
-        let resources = snapshot.resources.iter().chain(&snapshot.templates).flat_map(|r| self.needed_scopes(r));
+        let policy = &self.config.policy;
+        let tools = snapshot.tools.iter().flat_map(|t| policy.needed_by(t));
+        let prompts = snapshot.prompts.iter().flat_map(|p| policy.needed_by(p));
+        let resources = snapshot.resources.iter().chain(&snapshot.templates).flat_map(|r| policy.needed_by(r));
         tools.chain(prompts).chain(resources).collect()
     }
 
@@ -480,7 +342,8 @@ impl Server {
             None => Notifier::default(),
         };
         let capabilities = Arc::new(std::mem::take(&mut meta.client_capabilities));
-        let call = Call { server: self, request: &request, snapshot: &snapshot, notifier, capabilities, cancel };
+        let call =
+            Call { deps: self.call_deps(), request: &request, snapshot: &snapshot, notifier, capabilities, cancel };
         if let Some(result) = self.dispatch_shared(&call).await {
             return result.map(Dispatched::Result);
         }
@@ -494,7 +357,8 @@ impl Server {
                 if !ClientCapability::Tasks.is_declared_in(&call.capabilities) {
                     return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
                 }
-                self.task_method(tasks, &request).await?
+                let bus = self.catalog.bus().as_ref();
+                tasks.serve(&request.method, &request.params, &request.caller, bus, self.relay.replica()).await?
             }
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
@@ -517,7 +381,8 @@ impl Server {
         // did not keep: none are assumed, and a tool that needs input asks the
         // client over the response stream (see `legacy`).
         let capabilities = Arc::new(Map::new());
-        let call = Call { server: self, request: &request, snapshot: &snapshot, notifier, capabilities, cancel };
+        let call =
+            Call { deps: self.call_deps(), request: &request, snapshot: &snapshot, notifier, capabilities, cancel };
         if let Some(result) = self.dispatch_shared(&call).await {
             return result.map(Dispatched::Result);
         }
@@ -587,145 +452,19 @@ impl Server {
             extensions.insert(switchyard_protocol::capabilities::TASKS_EXTENSION.into(), json!({}));
             result["capabilities"]["extensions"] = Value::Object(extensions);
         }
-        self.cached(result, self.config.discover_cache)
+        self.config.discover_cache.applied(result)
     }
 
-    /// `tasks/get`, `tasks/update`, `tasks/cancel`.
-    async fn task_method(&self, tasks: &Arc<Tasks>, request: &Prepared) -> Result<Value, Error> {
-        let id = match request.params.get("taskId") {
-            Some(Value::String(id)) => id.as_str(),
-            _ => return Err(Error::InvalidParams("params.taskId (a string) is required".into())),
-        };
-        let task = self.find_task(tasks, id, &request.caller).await?;
-        match request.method {
-            Method::GetTask => Ok(Value::Object(crate::tasks::wire(&task, tasks.config.poll_interval, true))),
-            Method::UpdateTask => {
-                let Some(Value::Object(responses)) = request.params.get("inputResponses") else {
-                    return Err(Error::InvalidParams("params.inputResponses (an object) is required".into()));
-                };
-                if let Some((key, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
-                    return Err(Error::InvalidParams(format!("inputResponses.{key} must be an object")));
-                }
-                self.answer_task(tasks, task, responses).await?;
-                Ok(json!({}))
-            }
-            _ => {
-                if !task.status.is_terminal() {
-                    let cancelled = Transition {
-                        status: TaskStatus::Cancelled,
-                        status_message: Some("cancelled by the client".into()),
-                        result: None,
-                        error: None,
-                    };
-                    let now = now_ms();
-                    if tasks.store.transition(id, &cancelled, now).await.map_err(Error::TaskStore)? {
-                        let bus = self.catalog.bus().as_ref();
-                        crate::tasks::announce(bus, &task.after(&cancelled, now), tasks.config.poll_interval).await;
-                    }
-                    if task.owner == self.replica {
-                        tasks.stop(id);
-                    } else if let Err(error) =
-                        self.catalog.bus().publish(Event::TaskCancelled { id: id.to_owned() }).await
-                    {
-                        // Recorded anyway: the owner's result will not overwrite it.
-                        tracing::warn!(%error, "could not tell the owning replica to stop a cancelled task");
-                    }
-                }
-                Ok(json!({}))
-            }
+    /// What a call may use of this server, and nothing more.
+    fn call_deps(&self) -> CallDeps<'_> {
+        CallDeps {
+            config: &self.config,
+            catalog: &self.catalog,
+            sealer: &self.sealer,
+            state_marks: self.state_marks.as_ref(),
+            tasks: self.tasks.as_ref(),
+            relay: &self.relay,
         }
-    }
-
-    /// Records answers to a task's pending input requests: keys it does not
-    /// wait for are ignored; once nothing is pending, the task is `working`
-    /// again and its owner resumes it. Several replicas may answer at once:
-    /// each change names the version it read and is retried on a conflict.
-    async fn answer_task(
-        &self,
-        tasks: &Tasks,
-        mut task: TaskRecord,
-        responses: &Map<String, Value>,
-    ) -> Result<(), Error> {
-        for _ in 0..8 {
-            if task.status != TaskStatus::InputRequired {
-                return Ok(());
-            }
-            let mut input = task.input.clone().unwrap_or_else(|| json!({}));
-            let mut changed = false;
-            for (key, answer) in responses {
-                if input["pending"].as_object_mut().and_then(|pending| pending.remove(key)).is_some() {
-                    input["answered"][key] = answer.clone();
-                    changed = true;
-                }
-            }
-            if !changed {
-                return Ok(());
-            }
-            let all_in = input["pending"].as_object().is_none_or(Map::is_empty);
-            let status = if all_in { TaskStatus::Working } else { TaskStatus::InputRequired };
-            let now = now_ms();
-            if tasks.store.change_input(&task.id, task.version, status, &input, now).await.map_err(Error::TaskStore)? {
-                let updated =
-                    TaskRecord { status, input: Some(input), updated_at_ms: now, version: task.version + 1, ..task };
-                crate::tasks::announce(self.catalog.bus().as_ref(), &updated, tasks.config.poll_interval).await;
-                return Ok(());
-            }
-            let id = task.id.clone();
-            task = tasks.store.get(&id).await.map_err(Error::TaskStore)?.ok_or(Error::UnknownTask(id))?;
-        }
-        Err(Error::TaskStore(crate::tasks::StoreError("too many concurrent answers to one task".into())))
-    }
-
-    /// The caller's task `id`: unknown when it does not exist, expired, or
-    /// belongs to another principal. A task whose owner stopped renewing its
-    /// lease (the replica died) is failed here, so it never stays `working`.
-    async fn find_task(&self, tasks: &Tasks, id: &str, caller: &Caller) -> Result<TaskRecord, Error> {
-        let unknown = || Error::UnknownTask(id.to_owned());
-        let mut task = tasks.store.get(id).await.map_err(Error::TaskStore)?.ok_or_else(unknown)?;
-        let now = now_ms();
-        if task.principal != caller.principal || task.created_at_ms + task.ttl_ms < now {
-            return Err(unknown());
-        }
-        if !task.status.is_terminal() && task.lease_until_ms < now {
-            let orphaned = Transition {
-                status: TaskStatus::Failed,
-                status_message: Some("the replica running this task stopped before it finished".into()),
-                result: None,
-                error: Some(json!(ErrorObject::new(
-                    switchyard_protocol::error::INTERNAL_ERROR,
-                    "The server running this task stopped before it finished; run the tool again",
-                ))),
-            };
-            let failed_here = tasks.store.transition(id, &orphaned, now).await.map_err(Error::TaskStore)?;
-            task = tasks.store.get(id).await.map_err(Error::TaskStore)?.ok_or_else(unknown)?;
-            if failed_here {
-                crate::tasks::announce(self.catalog.bus().as_ref(), &task, tasks.config.poll_interval).await;
-            }
-        }
-        Ok(task)
-    }
-
-    pub(crate) fn cached(&self, mut result: Value, policy: CachePolicy) -> Value {
-        if let Value::Object(map) = &mut result {
-            policy.apply(map);
-        }
-        result
-    }
-
-    /// The scopes an item needs; see [`crate::policy`].
-    pub(crate) fn needed_scopes(&self, item: &impl Item) -> Vec<String> {
-        self.config.policy.needed_by(item)
-    }
-
-    /// Refuses a caller that may not use an item. `Ok(true)` when the item is
-    /// gated by scopes at all, so the answer depends on who asked.
-    pub(crate) fn authorize(&self, caller: &Caller, item: &impl Item) -> Result<bool, Error> {
-        let scopes = self.needed_scopes(item);
-        if !caller.may_use(&scopes) {
-            let target = item.key().to_owned();
-            return Err(Error::InsufficientScope { target, refusal: InsufficientScope { scopes } });
-        }
-        Ok(caller.is_scoped() && !scopes.is_empty())
     }
 
     /// One page of a list, holding only what the caller may use. The answer
@@ -750,7 +489,7 @@ impl Server {
         let visible: Vec<_> = items
             .iter()
             .filter(|item| {
-                let scopes = self.needed_scopes(*item);
+                let scopes = self.config.policy.needed_by(*item);
                 gated |= !scopes.is_empty();
                 caller.may_use(&scopes)
             })
@@ -762,9 +501,9 @@ impl Server {
         }
         let mut policy = snapshot.list_policy;
         if gated && caller.is_scoped() {
-            policy.scope = crate::caching::CacheScope::Private;
+            policy.scope = CacheScope::Private;
         }
-        Ok(self.cached(result, policy))
+        Ok(policy.applied(result))
     }
 
     async fn listen(&self, request: &Prepared, capabilities: &Map<String, Value>) -> Result<ListenStream, Error> {
@@ -804,7 +543,7 @@ impl Server {
         let mut task_ids = Vec::new();
         if let Some(tasks) = &self.tasks {
             for id in requested.into_iter().take(100) {
-                match self.find_task(tasks, &id, &request.caller).await {
+                match tasks.find(&id, &request.caller, self.catalog.bus().as_ref()).await {
                     Ok(_) => task_ids.push(id),
                     Err(Error::UnknownTask(_)) => {}
                     Err(error) => return Err(error),

@@ -12,7 +12,7 @@ use switchyard_protocol::Method;
 use switchyard_protocol::meta::META;
 use tracing::field::Empty;
 
-use crate::server::{Execution, Prepared};
+use crate::request::{Execution, Prepared};
 
 pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
     let method = request.method.label();

@@ -30,7 +30,7 @@ use message::Mailbox;
 pub use registry::Refusal;
 use registry::{Listener, Registry};
 
-use crate::plugin::Caller;
+use crate::policy::Caller;
 
 /// What a listen stream asked to hear (`SubscriptionFilter`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

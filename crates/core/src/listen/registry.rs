@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::Filter;
 use super::message::Mailbox;
-use crate::plugin::Caller;
+use crate::policy::Caller;
 
 /// One open stream, as the hub sees it.
 pub(super) struct Listener {

@@ -10,11 +10,11 @@ use serde_json::{Map, Value, json};
 use switchyard_protocol::ErrorObject;
 use tokio_util::sync::CancellationToken;
 
+use super::{TaskRecord, TaskStatus, Tasks, Transition, now_ms};
 use crate::call::{check_tool_result, required_capability};
 use crate::catalog::Snapshot;
 use crate::error::{Delivery, Error};
 use crate::plugin::{CallContext, InputRound, Outcome, Plugin, PluginError, PluginResult};
-use crate::tasks::{TaskRecord, TaskStatus, Tasks, Transition, now_ms};
 
 /// What it takes to call a task's tool again with the client's answers.
 pub(crate) struct TaskCall {
@@ -127,7 +127,7 @@ pub(crate) async fn run_task(
                 task.input = Some(input);
                 task.version += 1;
                 task.updated_at_ms = now;
-                crate::tasks::announce(bus.as_ref(), &task, tasks.config.poll_interval).await;
+                super::announce(bus.as_ref(), &task, tasks.config.poll_interval).await;
             }
             // Cancelled meanwhile, or the store failed: the lease decides.
             Ok(false) | Err(_) => break,
@@ -258,7 +258,7 @@ async fn record_task_end(
         let now = now_ms();
         match tasks.store.transition(id, transition, now).await {
             Ok(true) => {
-                return crate::tasks::announce(bus, &task.after(transition, now), tasks.config.poll_interval).await;
+                return super::announce(bus, &task.after(transition, now), tasks.config.poll_interval).await;
             }
             // Cancelled (or failed by a reader) first: that end stands.
             Ok(false) => return,

@@ -8,7 +8,7 @@
 //! When a tool needs input (sampling, elicitation, roots), a legacy client
 //! cannot retry with answers; instead the server sends it JSON-RPC requests on
 //! the tool call's SSE response, and the client answers each in a POST of its
-//! own, which `Server::deliver_response` hands to the waiting call. The id we
+//! own, which [`Relay::deliver`] hands to the waiting call. The id we
 //! mint names the replica that holds the call, so an answer that a load
 //! balancer sends elsewhere is relayed to it over the bus; it carries a MAC
 //! binding it to that replica and to the caller, so an answer with an id we
@@ -18,6 +18,11 @@
 //! that lacks one answers with an error, which becomes a tool error.
 
 use serde_json::{Map, Value, json};
+
+mod relay;
+
+pub use relay::Delivered;
+pub(crate) use relay::{LegacyAsk, Relay};
 
 use crate::state::StateSealer;
 use switchyard_protocol::logging::LoggingLevel;
