@@ -19,7 +19,7 @@ use crate::catalog::{Catalog, Snapshot, ToolEntry};
 use crate::error::Error;
 use crate::legacy::{self, LegacyAsk, Relay};
 use crate::plugin::{CallContext, CompletionRef, InputRound, Notifier, Outcome, Plugin, PluginError, PluginResult};
-use crate::request::Prepared;
+use crate::request::{Answer, Prepared};
 use crate::server::Config;
 use crate::state::{Binding, OpenError, StateSealer};
 use crate::tasks::{TaskSupport, Tasks};
@@ -110,13 +110,13 @@ impl Call<'_> {
         result
     }
 
-    pub(crate) async fn read_resource(&self) -> Result<Value, Error> {
+    pub(crate) async fn read_resource(&self) -> Result<Answer, Error> {
         let uri = self.string_param("uri")?;
         let owner = self.snapshot.serving(uri).ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))?;
         let gated = self.deps.config.policy.authorize(&self.request.caller, owner)?;
         let result = self.run(&owner.plugin, uri, |plugin, cx| plugin.read_resource(uri, cx)).await?;
         if result.get("resultType").is_some_and(|t| t != "complete") {
-            return Ok(result);
+            return Ok(result.into());
         }
         // SEP-2164: a missing resource is an error, never an empty `contents`.
         if result.get("contents").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
@@ -126,7 +126,7 @@ impl Call<'_> {
             owner.plugin.cache_policy().map_or(self.deps.config.read_cache, |p| self.deps.config.read_cache.combine(p));
         // Who may read it depends on the caller: no shared cache may reuse it.
         let policy = if gated { CachePolicy { scope: CacheScope::Private, ..policy } } else { policy };
-        Ok(policy.applied(result))
+        Ok(Answer::cached(result, policy))
     }
 
     pub(crate) async fn get_prompt(&self) -> Result<Value, Error> {

@@ -156,6 +156,15 @@ impl Error {
         }
     }
 
+    /// For a refusal for lack of scopes, the scopes needed: what a
+    /// transport's challenge names.
+    pub fn refusal(&self) -> Option<crate::policy::InsufficientScope> {
+        match self {
+            Self::InsufficientScope { refusal, .. } => Some(refusal.clone()),
+            _ => None,
+        }
+    }
+
     /// Logs what [`Error::delivery`] keeps from the client (a store's or a
     /// plugin's internal failure, an output that breaks its schema); the
     /// rest is the client's own doing and logs nothing.

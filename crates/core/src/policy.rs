@@ -182,15 +182,6 @@ impl InsufficientScope {
         ErrorObject::new(INSUFFICIENT_SCOPE, format!("Insufficient scope for {what}"))
             .with_data(json!({ "requiredScopes": self.scopes }))
     }
-
-    /// Reads it back from an error made by [`InsufficientScope::to_error`].
-    pub fn from_error(error: &ErrorObject) -> Option<Self> {
-        if error.code != INSUFFICIENT_SCOPE {
-            return None;
-        }
-        let scopes = error.data.as_ref()?.get("requiredScopes")?.as_array()?;
-        Some(Self { scopes: scopes.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect() })
-    }
 }
 
 #[cfg(test)]
@@ -261,10 +252,11 @@ mod tests {
     }
 
     #[test]
-    fn the_error_round_trips() {
+    fn the_error_names_every_scope_needed() {
         let refusal = InsufficientScope { scopes: vec!["a".into(), "b:c".into()] };
         let error = refusal.to_error("tool x");
-        assert_eq!(InsufficientScope::from_error(&error), Some(refusal));
-        assert_eq!(InsufficientScope::from_error(&ErrorObject::internal()), None);
+        assert_eq!(error.code, INSUFFICIENT_SCOPE);
+        assert_eq!(error.message, "Insufficient scope for tool x");
+        assert_eq!(error.data, Some(json!({ "requiredScopes": ["a", "b:c"] })));
     }
 }

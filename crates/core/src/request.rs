@@ -8,9 +8,10 @@ use serde_json::{Map, Value};
 use switchyard_protocol::version::Era;
 use switchyard_protocol::{ErrorObject, Method, RequestId, RequestMeta};
 
+use crate::caching::CachePolicy;
 use crate::catalog::{HeaderParam, Snapshot};
 use crate::listen::ListenStream;
-use crate::policy::Caller;
+use crate::policy::{Caller, InsufficientScope};
 
 /// A request that passed era, `_meta` and version validation.
 #[derive(Debug, Clone)]
@@ -43,6 +44,12 @@ impl Prepared {
         }
     }
 
+    /// Whether this is a later round of a multi-round request (it carries
+    /// `inputResponses` or `requestState`): its result may not be reused.
+    pub fn is_retry(&self) -> bool {
+        self.params.contains_key("inputResponses") || self.params.contains_key("requestState")
+    }
+
     /// Whether running this request may send anything before its result
     /// (progress, log messages, requests to a legacy client). When it cannot,
     /// a transport may skip the machinery for streaming.
@@ -56,20 +63,70 @@ impl Prepared {
 
 /// What a request produced.
 pub enum Execution {
-    /// A result object (already carrying `resultType` and `_meta` as the era wants).
-    Result(Value),
+    /// A result object (already carrying `resultType` and `_meta` as the era
+    /// wants), and who may reuse it for how long, as its `ttlMs` and
+    /// `cacheScope` say: `None` when it may not be reused at all (an MRTR
+    /// retry, a legacy client's answer, a result without caching hints).
+    Result {
+        /// The result object.
+        result: Value,
+        /// Its caching, for a transport's cache headers.
+        cache: Option<CachePolicy>,
+    },
     /// A JSON-RPC error.
-    Error(ErrorObject),
+    Error {
+        /// The error object.
+        error: ErrorObject,
+        /// For a refusal for lack of scopes, the scopes the operation needs
+        /// (over HTTP: a 403 whose challenge names them).
+        refusal: Option<InsufficientScope>,
+    },
     /// A listen stream (`subscriptions/listen`).
     Listen(ListenStream),
+}
+
+impl Execution {
+    /// A result that may not be reused.
+    pub fn result(result: Value) -> Self {
+        Self::Result { result, cache: None }
+    }
+
+    /// An error that is not a refusal for lack of scopes.
+    pub fn error(error: ErrorObject) -> Self {
+        Self::Error { error, refusal: None }
+    }
 }
 
 impl std::fmt::Debug for Execution {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Result(v) => f.debug_tuple("Result").field(v).finish(),
-            Self::Error(e) => f.debug_tuple("Error").field(e).finish(),
+            Self::Result { result, cache } => {
+                f.debug_struct("Result").field("result", result).field("cache", cache).finish()
+            }
+            Self::Error { error, refusal } => {
+                f.debug_struct("Error").field("error", error).field("refusal", refusal).finish()
+            }
             Self::Listen(_) => f.write_str("Listen"),
         }
+    }
+}
+
+/// A result before its era's finishing touches, with its caching when it
+/// has any: the policy whose `ttlMs` and `cacheScope` it carries.
+pub(crate) struct Answer {
+    pub(crate) result: Value,
+    pub(crate) cache: Option<CachePolicy>,
+}
+
+impl Answer {
+    /// `result` carrying `policy`.
+    pub(crate) fn cached(result: Value, policy: CachePolicy) -> Self {
+        Self { result: policy.applied(result), cache: Some(policy) }
+    }
+}
+
+impl From<Value> for Answer {
+    fn from(result: Value) -> Self {
+        Self { result, cache: None }
     }
 }

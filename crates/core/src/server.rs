@@ -28,7 +28,7 @@ use crate::legacy::{self, Relay};
 use crate::listen::{Filter, ListenHub, ListenStream, ReadScopes, Refusal};
 use crate::plugin::Notifier;
 use crate::policy::{Caller, Policy};
-use crate::request::{Execution, Prepared};
+use crate::request::{Answer, Execution, Prepared};
 use crate::state::{StateKey, StateSealer};
 use crate::tasks::Tasks;
 use crate::{cursor, telemetry};
@@ -286,7 +286,7 @@ impl Server {
         let started = std::time::Instant::now();
         let execution = self.execute_in_span(request, outbox).instrument(span.clone()).await;
         let error = match &execution {
-            Execution::Error(error) => Some(i64::from(error.code)),
+            Execution::Error { error, .. } => Some(i64::from(error.code)),
             _ => None,
         };
         telemetry::finish_span(&span, &execution);
@@ -305,24 +305,30 @@ impl Server {
         let _cancel_on_drop = cancel.clone().drop_guard();
         let era = request.era;
         let method = request.method.clone();
+        // Only a modern first round may be reused: a retry's answer is for
+        // that retry alone, and a legacy result carries no caching hints.
+        let reusable = era == Era::Modern && !request.is_retry();
         let outcome = match era {
             Era::Modern => self.dispatch_modern(request, outbox, cancel).await,
             Era::Legacy => self.dispatch_legacy(request, outbox, cancel).await,
         };
         match outcome {
             Ok(Dispatched::Listen(stream)) => Execution::Listen(stream),
-            Ok(Dispatched::Result(result)) => Execution::Result(self.finish(result, era)),
+            Ok(Dispatched::Result(Answer { result, cache })) => {
+                Execution::Result { result: self.finish(result, era), cache: cache.filter(|_| reusable) }
+            }
             // The one place a request's error becomes its answer: logged here.
             Err(error) => {
                 error.log_internal();
+                let refusal = error.refusal();
                 match error.delivery() {
-                    Delivery::Rpc(error) => Execution::Error(error),
+                    Delivery::Rpc(error) => Execution::Error { error, refusal },
                     Delivery::ToolError(message) if method == Method::CallTool => {
-                        Execution::Result(self.finish(Delivery::tool_result(&message), era))
+                        Execution::result(self.finish(Delivery::tool_result(&message), era))
                     }
                     // Only tools report failures in-band; elsewhere it is an internal error.
                     Delivery::ToolError(message) => {
-                        Execution::Error(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, message))
+                        Execution::error(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, message))
                     }
                 }
             }
@@ -348,7 +354,7 @@ impl Server {
             return result.map(Dispatched::Result);
         }
         let result = match &request.method {
-            Method::Discover => self.discover(),
+            Method::Discover => return Ok(Dispatched::Result(self.discover())),
             Method::Listen => return self.listen(&request, &call.capabilities).await.map(Dispatched::Listen),
             Method::GetTask | Method::UpdateTask | Method::CancelTask => {
                 let Some(tasks) = &self.tasks else {
@@ -362,7 +368,7 @@ impl Server {
             }
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
-        Ok(Dispatched::Result(result))
+        Ok(Dispatched::Result(result.into()))
     }
 
     async fn dispatch_legacy(
@@ -393,12 +399,12 @@ impl Server {
             Method::Ping | Method::SetLogLevel | Method::Subscribe | Method::Unsubscribe => json!({}),
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
-        Ok(Dispatched::Result(result))
+        Ok(Dispatched::Result(result.into()))
     }
 
     /// The methods both eras serve alike: the lists, and the calls into
     /// plugins. `None` for any other method.
-    async fn dispatch_shared(&self, call: &Call<'_>) -> Option<Result<Value, Error>> {
+    async fn dispatch_shared(&self, call: &Call<'_>) -> Option<Result<Answer, Error>> {
         let (params, snapshot) = (&call.request.params, call.snapshot);
         let caller = &call.request.caller;
         Some(match &call.request.method {
@@ -408,10 +414,10 @@ impl Server {
             Method::ListResourceTemplates => {
                 self.list(params, caller, &snapshot.templates, "resourceTemplates", snapshot)
             }
-            Method::CallTool => call.call_tool().await,
+            Method::CallTool => call.call_tool().await.map(Answer::from),
             Method::ReadResource => call.read_resource().await,
-            Method::GetPrompt => call.get_prompt().await,
-            Method::Complete => call.complete().await,
+            Method::GetPrompt => call.get_prompt().await.map(Answer::from),
+            Method::Complete => call.complete().await.map(Answer::from),
             _ => return None,
         })
     }
@@ -433,7 +439,7 @@ impl Server {
         result
     }
 
-    fn discover(&self) -> Value {
+    fn discover(&self) -> Answer {
         let mut result = json!({
             "supportedVersions": version::MODERN,
             "capabilities": {
@@ -452,7 +458,7 @@ impl Server {
             extensions.insert(switchyard_protocol::capabilities::TASKS_EXTENSION.into(), json!({}));
             result["capabilities"]["extensions"] = Value::Object(extensions);
         }
-        self.config.discover_cache.applied(result)
+        Answer::cached(result, self.config.discover_cache)
     }
 
     /// What a call may use of this server, and nothing more.
@@ -477,7 +483,7 @@ impl Server {
         items: &[impl Item],
         member: &str,
         snapshot: &Snapshot,
-    ) -> Result<Value, Error> {
+    ) -> Result<Answer, Error> {
         let after = match params.get("cursor") {
             None | Some(Value::Null) => None,
             Some(Value::String(cursor)) => {
@@ -503,7 +509,7 @@ impl Server {
         if gated && caller.is_scoped() {
             policy.scope = CacheScope::Private;
         }
-        Ok(policy.applied(result))
+        Ok(Answer::cached(result, policy))
     }
 
     async fn listen(&self, request: &Prepared, capabilities: &Map<String, Value>) -> Result<ListenStream, Error> {
@@ -580,6 +586,6 @@ impl ReadScopes for CatalogReads {
 }
 
 enum Dispatched {
-    Result(Value),
+    Result(Answer),
     Listen(ListenStream),
 }

@@ -63,12 +63,12 @@ pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
 
 pub(crate) fn finish_span(span: &tracing::Span, execution: &Execution) {
     match execution {
-        Execution::Error(error) => {
+        Execution::Error { error, .. } => {
             span.record("error.type", error.code.to_string());
             span.record("rpc.response.status_code", error.code.to_string());
             span.record("otel.status_code", "ERROR");
         }
-        Execution::Result(result) if result.get("isError").and_then(Value::as_bool) == Some(true) => {
+        Execution::Result { result, .. } if result.get("isError").and_then(Value::as_bool) == Some(true) => {
             span.record("error.type", "tool_error");
             span.record("otel.status_code", "ERROR");
         }

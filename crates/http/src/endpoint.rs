@@ -149,19 +149,15 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         }
     }
 
-    // Steps 10-12 happen in `core`. Retries of a multi-round request are not cacheable.
-    let cacheable = !prepared.params.contains_key("inputResponses") && !prepared.params.contains_key("requestState");
+    // Steps 10-12 happen in `core`.
     if !prepared.may_stream() {
         // Nothing can come before the result: skip the channel and the race.
         // Pinned where it is made: moving the request's future into a
         // wrapper would copy several KiB per request.
         let execution = state.server.execute(prepared, None);
         tokio::pin!(execution);
-        return match until_cut_off(execution, &state.health).await {
-            Execution::Result(result) => reply::json_result(&id, &result, cacheable, &headers),
-            Execution::Error(error) => reply::error(Some(&id), &error),
-            Execution::Listen(stream) => reply::listen(id, stream, state.config.keep_alive),
-        };
+        let execution = until_cut_off(execution, &state.health).await;
+        return reply::finished(id, execution, &headers, state.config.keep_alive);
     }
     let (outbox, notifications) = mpsc::channel(OUTBOX);
     let (server, health) = (state.server.clone(), Arc::clone(&state.health));
@@ -170,7 +166,7 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         tokio::pin!(execution);
         until_cut_off(execution, &health).await
     });
-    reply::run(id, running, notifications, cacheable, &headers, state.config.keep_alive).await
+    reply::run(id, running, notifications, &headers, state.config.keep_alive).await
 }
 
 /// The request's execution, or, if the drain's grace period ends first, a
@@ -181,7 +177,7 @@ async fn until_cut_off(execution: Pin<&mut impl Future<Output = Execution>>, hea
         biased;
         execution = execution => execution,
         () = health.requests_cut_off() => {
-            Execution::Error(ErrorObject::new(codes::INTERNAL_ERROR, "the server is shutting down; retry the request"))
+            Execution::error(ErrorObject::new(codes::INTERNAL_ERROR, "the server is shutting down; retry the request"))
         }
     }
 }

@@ -13,7 +13,7 @@ use futures::Stream;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use switchyard_core::policy::InsufficientScope;
-use switchyard_core::{Execution, ListenFrame, ListenStream};
+use switchyard_core::{CachePolicy, CacheScope, Execution, ListenFrame, ListenStream};
 use switchyard_protocol::error::{self as codes};
 use switchyard_protocol::{ErrorObject, RequestId, jsonrpc};
 use tokio::sync::mpsc;
@@ -46,13 +46,19 @@ fn with_type(status: StatusCode, content_type: &'static str, body: impl Into<Bod
     response
 }
 
-/// A JSON-RPC error response with the status from the table. A refusal for
-/// lack of scopes also carries the [`InsufficientScope`] extension, from
-/// which the auth layer in front writes the `WWW-Authenticate` challenge.
+/// A JSON-RPC error response with the status from the table.
 pub(crate) fn error(id: Option<&RequestId>, error: &ErrorObject) -> Response {
     let mut response = with_type(status_of(error.code), JSON, jsonrpc::failure(id, error));
     no_store(response.headers_mut());
-    if let Some(refusal) = InsufficientScope::from_error(error) {
+    response
+}
+
+/// The error a request's execution ended with. A refusal for lack of
+/// scopes also carries the [`InsufficientScope`] extension, from which the
+/// auth layer in front writes the `WWW-Authenticate` challenge.
+pub(crate) fn failed(id: &RequestId, failure: &ErrorObject, refusal: Option<InsufficientScope>) -> Response {
+    let mut response = error(Some(id), failure);
+    if let Some(refusal) = refusal {
         response.extensions_mut().insert(refusal);
     }
     response
@@ -94,12 +100,16 @@ fn no_store(headers: &mut HeaderMap) {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
 }
 
-/// A single JSON response for a finished request, with cache headers derived
-/// from `ttlMs`/`cacheScope`. `cacheable` is false for MRTR retries, whose
-/// results must not be reused.
-pub(crate) fn json_result(id: &RequestId, result: &Value, cacheable: bool, request_headers: &HeaderMap) -> Response {
-    let policy = cacheable.then(|| cache_policy(result)).flatten();
-    let Some((ttl_ms, private)) = policy else {
+/// A single JSON response for a finished request, with cache headers from
+/// the caching `core` decided (`cache`, the policy its `ttlMs` and
+/// `cacheScope` say; `None`: not to be reused, `no-store`).
+pub(crate) fn json_result(
+    id: &RequestId,
+    result: &Value,
+    cache: Option<CachePolicy>,
+    request_headers: &HeaderMap,
+) -> Response {
+    let Some(cache) = cache else {
         let mut response = with_type(StatusCode::OK, JSON, jsonrpc::success(id, result));
         no_store(response.headers_mut());
         return response;
@@ -116,33 +126,36 @@ pub(crate) fn json_result(id: &RequestId, result: &Value, cacheable: bool, reque
         with_type(StatusCode::OK, JSON, jsonrpc::success(id, result))
     };
     let headers = response.headers_mut();
-    let scope = if private { "private" } else { "public" };
-    let control =
-        if ttl_ms == 0 { format!("no-cache, {scope}") } else { format!("max-age={}, {scope}", ttl_ms / 1000) };
+    let scope = cache.scope.as_str();
+    let control = if cache.ttl.is_zero() {
+        format!("no-cache, {scope}")
+    } else {
+        format!("max-age={}, {scope}", cache.ttl.as_secs())
+    };
     if let Ok(value) = HeaderValue::from_str(&control) {
         headers.insert(header::CACHE_CONTROL, value);
     }
     if let Ok(value) = HeaderValue::from_str(&etag) {
         headers.insert(header::ETAG, value);
     }
-    if private {
+    if cache.scope == CacheScope::Private {
         headers.insert(header::VARY, HeaderValue::from_static("authorization"));
     }
     response
 }
 
-/// `(ttlMs, private)` of a complete, cacheable result.
-fn cache_policy(result: &Value) -> Option<(u64, bool)> {
-    if result.get("resultType").and_then(Value::as_str) != Some("complete") {
-        return None;
+/// The response to a finished execution as one JSON body.
+pub(crate) fn finished(
+    id: RequestId,
+    execution: Execution,
+    request_headers: &HeaderMap,
+    keep_alive: Duration,
+) -> Response {
+    match execution {
+        Execution::Result { result, cache } => json_result(&id, &result, cache, request_headers),
+        Execution::Error { error, refusal } => failed(&id, &error, refusal),
+        Execution::Listen(stream) => listen(id, stream, keep_alive),
     }
-    let ttl = result.get("ttlMs")?.as_u64()?;
-    let private = match result.get("cacheScope")?.as_str()? {
-        "public" => false,
-        "private" => true,
-        _ => return None,
-    };
-    Some((ttl, private))
 }
 
 fn etag(result: &Value) -> String {
@@ -195,8 +208,8 @@ fn sse_response(stream: impl Stream<Item = Result<Bytes, Infallible>> + Send + '
 
 fn final_message(id: &RequestId, execution: Execution) -> Vec<u8> {
     match execution {
-        Execution::Result(result) => jsonrpc::success(id, &result),
-        Execution::Error(error) => jsonrpc::failure(Some(id), &error),
+        Execution::Result { result, .. } => jsonrpc::success(id, &result),
+        Execution::Error { error, .. } => jsonrpc::failure(Some(id), &error),
         // A listen stream is never the result of a streamed ordinary request.
         Execution::Listen(_) => jsonrpc::failure(Some(id), &ErrorObject::internal()),
     }
@@ -214,7 +227,6 @@ pub(crate) async fn run(
     id: RequestId,
     mut running: Running,
     mut outbox: mpsc::Receiver<Value>,
-    cacheable: bool,
     request_headers: &HeaderMap,
     keep_alive: Duration,
 ) -> Response {
@@ -222,11 +234,7 @@ pub(crate) async fn run(
         biased;
         execution = &mut running => {
             if outbox.is_empty() {
-                return match execution {
-                    Execution::Result(result) => json_result(&id, &result, cacheable, request_headers),
-                    Execution::Error(e) => error(Some(&id), &e),
-                    Execution::Listen(stream) => listen(id, stream, keep_alive),
-                };
+                return finished(id, execution, request_headers, keep_alive);
             }
             // Notifications sent just before the end still go out, before the result.
             let events = closing_events(&mut outbox, &id, execution);
@@ -303,23 +311,27 @@ mod tests {
         let id = RequestId::Number(1);
         let headers = HeaderMap::new();
         let public = json!({"resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "tools": []});
-        let response = json_result(&id, &public, true, &headers);
+        let minute = Some(CachePolicy::new(Duration::from_secs(60), CacheScope::Public));
+        let response = json_result(&id, &public, minute, &headers);
         assert_eq!(response.headers()[header::CACHE_CONTROL], "max-age=60, public");
         assert!(response.headers().get(header::VARY).is_none());
         let etag = response.headers()[header::ETAG].clone();
 
         let mut conditional = HeaderMap::new();
         conditional.insert(header::IF_NONE_MATCH, etag);
-        assert_eq!(json_result(&RequestId::Number(2), &public, true, &conditional).status(), StatusCode::NOT_MODIFIED);
+        assert_eq!(
+            json_result(&RequestId::Number(2), &public, minute, &conditional).status(),
+            StatusCode::NOT_MODIFIED
+        );
 
         let private = json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "private"});
-        let response = json_result(&id, &private, true, &headers);
+        let response =
+            json_result(&id, &private, Some(CachePolicy::new(Duration::ZERO, CacheScope::Private)), &headers);
         assert_eq!(response.headers()[header::CACHE_CONTROL], "no-cache, private");
         assert_eq!(response.headers()[header::VARY], "authorization");
 
-        // An MRTR retry, or a result without hints, is not cached.
-        assert_eq!(json_result(&id, &public, false, &headers).headers()[header::CACHE_CONTROL], "no-store");
-        let plain = json!({"resultType": "complete", "content": []});
-        assert_eq!(json_result(&id, &plain, true, &headers).headers()[header::CACHE_CONTROL], "no-store");
+        // What core does not let be reused (an MRTR retry, a tool result,
+        // whatever its body says) is not cached.
+        assert_eq!(json_result(&id, &public, None, &headers).headers()[header::CACHE_CONTROL], "no-store");
     }
 }

@@ -121,10 +121,10 @@ async fn run(server: &Server, id: RequestId, prepared: switchyard_core::Prepared
         let _ = out.send(serde_json::to_vec(&message).unwrap_or_default()).await;
     }
     match execution {
-        Execution::Result(result) => {
+        Execution::Result { result, .. } => {
             let _ = out.send(jsonrpc::success(&id, &result)).await;
         }
-        Execution::Error(error) => {
+        Execution::Error { error, .. } => {
             let _ = out.send(jsonrpc::failure(Some(&id), &error)).await;
         }
         Execution::Listen(mut stream) => {

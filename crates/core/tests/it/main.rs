@@ -152,7 +152,7 @@ async fn dropping_a_request_cancels_the_plugin() {
 #[tokio::test]
 async fn a_call_past_its_deadline_is_a_tool_error() {
     let (server, _) = server(Probe::default(), Duration::from_millis(100)).await;
-    let Execution::Result(result) = call(&server, "sleep_long").await else { panic!("a result") };
+    let Execution::Result { result, .. } = call(&server, "sleep_long").await else { panic!("a result") };
     assert_eq!(result["isError"], true);
     assert!(result["content"][0]["text"].as_str().unwrap().contains("timed out"));
 }
@@ -160,7 +160,7 @@ async fn a_call_past_its_deadline_is_a_tool_error() {
 #[tokio::test]
 async fn output_that_breaks_the_output_schema_is_a_tool_error() {
     let (server, _) = server(Probe::default(), Duration::from_secs(5)).await;
-    let Execution::Result(result) = call(&server, "bad_output").await else { panic!("a result") };
+    let Execution::Result { result, .. } = call(&server, "bad_output").await else { panic!("a result") };
     assert_eq!(result["isError"], true);
     assert_eq!(result["content"][0]["text"], "Tool bad_output produced invalid output");
 }
@@ -168,7 +168,7 @@ async fn output_that_breaks_the_output_schema_is_a_tool_error() {
 #[tokio::test]
 async fn url_elicitation_needs_the_url_capability() {
     let (server, _) = server(Probe::default(), Duration::from_secs(5)).await;
-    let Execution::Error(error) = call(&server, "needs_url_elicitation").await else { panic!("an error") };
+    let Execution::Error { error, .. } = call(&server, "needs_url_elicitation").await else { panic!("an error") };
     assert_eq!(error.code, -32021);
     assert_eq!(error.data.unwrap()["requiredCapabilities"], json!({ "elicitation": { "url": {} } }));
 }
