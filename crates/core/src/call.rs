@@ -7,10 +7,10 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use switchyard_bus::marks::Marks;
-use switchyard_protocol::ErrorObject;
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::method::input;
 use switchyard_protocol::version::Era;
+use switchyard_protocol::{ErrorObject, Params};
 use switchyard_telemetry::ToolOutcome;
 use tokio_util::sync::CancellationToken;
 
@@ -47,6 +47,8 @@ pub(crate) struct CallDeps<'a> {
 pub(crate) struct Call<'a> {
     pub(crate) deps: CallDeps<'a>,
     pub(crate) request: &'a Prepared,
+    /// The request's parameters, which fit its method.
+    pub(crate) params: &'a Params,
     pub(crate) snapshot: &'a Snapshot,
     pub(crate) notifier: Notifier,
     pub(crate) capabilities: Arc<Map<String, Value>>,
@@ -54,36 +56,25 @@ pub(crate) struct Call<'a> {
 }
 
 impl Call<'_> {
-    fn string_param(&self, name: &str) -> Result<&str, Error> {
-        match self.request.params.get(name) {
-            Some(Value::String(s)) => Ok(s),
-            Some(_) => Err(Error::InvalidParams(format!("params.{name} must be a string"))),
-            None => Err(Error::InvalidParams(format!("params.{name} is required"))),
+    /// What a `requestState` sealed or opened in this call is bound to.
+    pub(crate) fn binding(&self) -> Binding<'_> {
+        Binding {
+            method: self.request.method.as_str(),
+            params: self.params,
+            rest: &self.request.rest,
+            principal: self.request.caller.principal.as_deref(),
         }
     }
 
-    fn object_param(&self, name: &str) -> Result<Map<String, Value>, Error> {
-        match self.request.params.get(name) {
-            None | Some(Value::Null) => Ok(Map::new()),
-            Some(Value::Object(map)) => Ok(map.clone()),
-            Some(_) => Err(Error::InvalidParams(format!("params.{name} must be an object"))),
-        }
-    }
-
-    pub(crate) async fn call_tool(&self) -> Result<Value, Error> {
-        let name = self.string_param("name")?;
-        let empty = Value::Object(Map::new());
-        let arguments = match self.request.params.get("arguments") {
-            None | Some(Value::Null) => &empty,
-            Some(arguments @ Value::Object(_)) => arguments,
-            Some(_) => return Err(Error::InvalidParams("params.arguments must be an object".into())),
-        };
+    pub(crate) async fn call_tool(&self, name: &str, arguments: &Map<String, Value>) -> Result<Value, Error> {
         let tool = self.snapshot.tool(name).ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
         self.deps.config.policy.authorize(&self.request.caller, tool)?;
+        // The schema validator reads a `Value`; the plugin is handed this one's map.
+        let arguments = Value::Object(arguments.clone());
         tool.input_schema
-            .validate(arguments)
+            .validate(&arguments)
             .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
-        let arguments = arguments.as_object().cloned().unwrap_or_default();
+        let Value::Object(arguments) = arguments else { unreachable!("made an object above") };
         let declared_tasks =
             self.request.era == Era::Modern && ClientCapability::Tasks.is_declared_in(&self.capabilities);
         match (tool.plugin.task_support(name), &self.deps.tasks) {
@@ -110,8 +101,7 @@ impl Call<'_> {
         result
     }
 
-    pub(crate) async fn read_resource(&self) -> Result<Answer, Error> {
-        let uri = self.string_param("uri")?;
+    pub(crate) async fn read_resource(&self, uri: &str) -> Result<Answer, Error> {
         let owner = self.snapshot.serving(uri).ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))?;
         let gated = self.deps.config.policy.authorize(&self.request.caller, owner)?;
         let result = self.run(&owner.plugin, uri, |plugin, cx| plugin.read_resource(uri, cx)).await?;
@@ -129,12 +119,7 @@ impl Call<'_> {
         Ok(Answer::cached(result, policy))
     }
 
-    pub(crate) async fn get_prompt(&self) -> Result<Value, Error> {
-        let name = self.string_param("name")?;
-        let arguments = self.object_param("arguments")?;
-        if let Some((key, _)) = arguments.iter().find(|(_, v)| !v.is_string()) {
-            return Err(Error::InvalidParams(format!("prompt argument {key} must be a string")));
-        }
+    pub(crate) async fn get_prompt(&self, name: &str, arguments: &Map<String, Value>) -> Result<Value, Error> {
         let prompt = self.snapshot.prompt(name).ok_or_else(|| Error::UnknownPrompt(name.to_owned()))?;
         self.deps.config.policy.authorize(&self.request.caller, prompt)?;
         let missing: Vec<&str> =
@@ -145,42 +130,29 @@ impl Call<'_> {
         self.run(&prompt.plugin, name, |plugin, cx| plugin.get_prompt(name, arguments.clone(), cx)).await
     }
 
-    pub(crate) async fn complete(&self) -> Result<Value, Error> {
-        let params = &self.request.params;
-        let reference = params.get("ref").ok_or_else(|| Error::InvalidParams("params.ref is required".into()))?;
-        let text = |v: Option<&Value>, what: &str| {
-            v.and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| Error::InvalidParams(format!("{what} must be a string")))
-        };
-        let (reference, plugin) = match reference.get("type").and_then(Value::as_str) {
-            Some("ref/prompt") => {
-                let name = text(reference.get("name"), "ref.name")?;
-                let prompt = self.snapshot.prompt(&name).ok_or_else(|| Error::UnknownPrompt(name.clone()))?;
+    pub(crate) async fn complete(
+        &self,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+        context: &Map<String, Value>,
+    ) -> Result<Value, Error> {
+        let plugin = match reference {
+            CompletionRef::Prompt(name) => {
+                let prompt = self.snapshot.prompt(name).ok_or_else(|| Error::UnknownPrompt(name.clone()))?;
                 self.deps.config.policy.authorize(&self.request.caller, prompt)?;
-                (CompletionRef::Prompt(name), Arc::clone(&prompt.plugin))
+                Arc::clone(&prompt.plugin)
             }
-            Some("ref/resource") => {
-                let uri = text(reference.get("uri"), "ref.uri")?;
+            CompletionRef::Resource(uri) => {
                 let owner =
-                    self.snapshot.templates.iter().find(|t| t.key == uri).or_else(|| self.snapshot.resource(&uri));
+                    self.snapshot.templates.iter().find(|t| &t.key == uri).or_else(|| self.snapshot.resource(uri));
                 let owner = owner.ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
                 self.deps.config.policy.authorize(&self.request.caller, owner)?;
-                (CompletionRef::Resource(uri), Arc::clone(&owner.plugin))
+                Arc::clone(&owner.plugin)
             }
-            _ => return Err(Error::InvalidParams("ref.type must be ref/prompt or ref/resource".into())),
         };
-        let argument = params.get("argument");
-        let argument_name = text(argument.and_then(|a| a.get("name")), "argument.name")?;
-        let value = text(argument.and_then(|a| a.get("value")), "argument.value")?;
-        let context = params
-            .get("context")
-            .and_then(|c| c.get("arguments"))
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
         let mut values = plugin
-            .complete(&reference, &argument_name, &value, &context)
+            .complete(reference, argument, value, context)
             .await
             .map_err(|source| Error::Plugin { plugin: plugin.id().to_owned(), source })?;
         let total = values.len();
@@ -198,11 +170,7 @@ impl Call<'_> {
         F: Fn(&'p dyn Plugin, CallContext) -> BoxFuture<'p, PluginResult<Outcome>>,
     {
         let request = self.request;
-        let binding = Binding {
-            method: request.method.as_str(),
-            params: &request.params,
-            principal: request.caller.principal.as_deref(),
-        };
+        let binding = self.binding();
         let mut input = self.input_round(binding).await?;
         let timeout = self.deps.config.call_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
@@ -286,20 +254,11 @@ impl Call<'_> {
     /// that comes with answers is used once: a second retry with it (a
     /// replay, or a client's duplicate) is refused on every replica.
     pub(crate) async fn input_round(&self, binding: Binding<'_>) -> Result<Option<InputRound>, Error> {
-        let params = &self.request.params;
-        let responses = match params.get("inputResponses") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(responses)) => {
-                if let Some((key, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
-                    return Err(Error::InvalidParams(format!("inputResponses.{key} must be an object")));
-                }
-                Some(responses.clone())
-            }
-            Some(_) => return Err(Error::InvalidParams("inputResponses must be an object".into())),
-        };
-        let state = match params.get("requestState") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(sealed)) => {
+        let Some(retry) = self.params.retry() else { return Ok(None) };
+        let responses = retry.input_responses.clone();
+        let state = match &retry.request_state {
+            None => None,
+            Some(sealed) => {
                 let opened = self.deps.sealer.open(sealed, binding).map_err(Error::RequestState)?;
                 if responses.is_some() && self.deps.config.state_single_use {
                     match self.deps.state_marks.first_use(&opened.id, opened.expires_at).await {
@@ -314,7 +273,6 @@ impl Call<'_> {
                 }
                 Some(opened.state)
             }
-            Some(_) => return Err(Error::InvalidParams("requestState must be a string".into())),
         };
         Ok(match (responses, state) {
             (None, None) => None,

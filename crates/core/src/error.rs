@@ -36,7 +36,11 @@ pub enum Error {
     /// No resource at that URI.
     #[error("resource not found: {0}")]
     ResourceNotFound(String),
-    /// The parameters do not fit the method.
+    /// A parameter has the wrong shape for its method.
+    #[error("invalid params: {0}")]
+    Params(#[from] switchyard_protocol::ParamsError),
+    /// The parameters have the right shape but do not make sense (a cursor
+    /// we did not mint, a prompt's missing argument, a bound exceeded).
     #[error("invalid params: {0}")]
     InvalidParams(String),
     /// `requestState` did not open.
@@ -127,6 +131,7 @@ impl Error {
             Self::ResourceNotFound(uri) => {
                 Delivery::Rpc(ErrorObject::invalid_params("Resource not found").with_data(json!({ "uri": uri })))
             }
+            Self::Params(why) => Delivery::Rpc(ErrorObject::invalid_params(why.to_string())),
             Self::InvalidParams(why) => Delivery::Rpc(ErrorObject::invalid_params(why.clone())),
             Self::OverLimit(why) => {
                 Delivery::Rpc(ErrorObject::new(switchyard_protocol::error::RATE_LIMITED, why.clone()))

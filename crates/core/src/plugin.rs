@@ -66,14 +66,8 @@ pub enum PluginError {
 /// A result of a plugin call.
 pub type PluginResult<T> = std::result::Result<T, PluginError>;
 
-/// A `ref` of `completion/complete`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CompletionRef {
-    /// `ref/prompt` by name.
-    Prompt(String),
-    /// `ref/resource` by URI or URI template.
-    Resource(String),
-}
+/// What a completion is for: a prompt by name, or a resource (or template) by URI.
+pub use switchyard_protocol::params::CompletionTarget as CompletionRef;
 
 /// A plugin: a named source of tools, resources and prompts.
 ///

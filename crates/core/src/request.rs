@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use switchyard_protocol::version::Era;
-use switchyard_protocol::{ErrorObject, Method, RequestId, RequestMeta};
+use switchyard_protocol::{ErrorObject, Method, Params, ParamsError, RequestId, RequestMeta};
 
 use crate::caching::CachePolicy;
 use crate::catalog::{HeaderParam, Snapshot};
@@ -20,8 +20,13 @@ pub struct Prepared {
     pub id: RequestId,
     /// The method.
     pub method: Method,
-    /// The parameters; for a modern request without `_meta`, which is in `meta`.
-    pub params: Map<String, Value>,
+    /// What the method reads from its parameters, typed; or why they do not
+    /// fit it (answered `-32602` when the request is executed, after the
+    /// transport's own checks, as DIGEST §8.6 orders them).
+    pub params: Result<Params, ParamsError>,
+    /// The members of the parameters no method reads: a legacy request's
+    /// `_meta` (a modern one's is in `meta`), extensions we do not serve.
+    pub rest: Map<String, Value>,
     /// Modern or legacy.
     pub era: Era,
     /// The validated `_meta` (modern requests only).
@@ -38,16 +43,36 @@ impl Prepared {
     /// The `x-mcp-header` arguments of the tool a `tools/call` names (none
     /// for any other request, or a tool the catalog does not have).
     pub fn header_params(&self) -> &[HeaderParam] {
-        match (&self.method, self.params.get("name").and_then(Value::as_str)) {
-            (Method::CallTool, Some(tool)) => self.snapshot.tool(tool).map_or(&[], |t| t.header_params.as_slice()),
+        match &self.params {
+            Ok(Params::CallTool { name, .. }) => self.snapshot.tool(name).map_or(&[], |t| t.header_params.as_slice()),
             _ => &[],
+        }
+    }
+
+    /// The parameters, or the `-32602` their shape earns.
+    pub(crate) fn typed(&self) -> Result<&Params, crate::Error> {
+        self.params.as_ref().map_err(|error| crate::Error::Params(error.clone()))
+    }
+
+    /// The item the request names (`name`, `uri` or `taskId`), when its
+    /// parameters fit its method.
+    pub fn name(&self) -> Option<&str> {
+        self.params.as_ref().ok().and_then(Params::name)
+    }
+
+    /// The arguments of a `tools/call`.
+    pub fn tool_arguments(&self) -> Option<&Map<String, Value>> {
+        match &self.params {
+            Ok(Params::CallTool { arguments, .. }) => Some(arguments),
+            _ => None,
         }
     }
 
     /// Whether this is a later round of a multi-round request (it carries
     /// `inputResponses` or `requestState`): its result may not be reused.
     pub fn is_retry(&self) -> bool {
-        self.params.contains_key("inputResponses") || self.params.contains_key("requestState")
+        let typed = self.params.as_ref().ok().and_then(Params::retry).is_some_and(|retry| retry.is_retry());
+        typed || self.rest.contains_key("inputResponses") || self.rest.contains_key("requestState")
     }
 
     /// Whether running this request may send anything before its result

@@ -21,7 +21,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use switchyard_protocol::canonical;
+use switchyard_protocol::{Params, canonical};
 use switchyard_settings::Secret;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -76,8 +76,11 @@ pub struct Opened {
 pub struct Binding<'a> {
     /// The method name.
     pub method: &'a str,
-    /// The request parameters (the state-carrying members are ignored).
-    pub params: &'a Map<String, Value>,
+    /// The request's parameters, typed: what identifies it across rounds
+    /// ([`Params::bound`]).
+    pub params: &'a Params,
+    /// The members of the parameters no method reads (`_meta` is ignored).
+    pub rest: &'a Map<String, Value>,
     /// The principal, if authenticated.
     pub principal: Option<&'a str>,
 }
@@ -116,7 +119,7 @@ impl StateSealer {
     pub fn seal(&self, binding: Binding<'_>, state: Option<Value>) -> String {
         let payload = Payload {
             m: binding.method.to_owned(),
-            d: params_digest(binding.params),
+            d: params_digest(&binding),
             p: binding.principal.map(str::to_owned),
             e: now_secs().saturating_add(self.lifetime.as_secs()),
             n: format!("{:032x}", rand::random::<u128>()),
@@ -163,7 +166,7 @@ impl StateSealer {
             return Err(OpenError::Expired);
         }
         if payload.m != binding.method
-            || payload.d != params_digest(binding.params)
+            || payload.d != params_digest(&binding)
             || payload.p.as_deref() != binding.principal
         {
             return Err(OpenError::WrongRequest);
@@ -227,8 +230,8 @@ fn mac(secret: &[u8], data: &[u8]) -> HmacSha256 {
 }
 
 /// The digest of the parameters that identify a request across rounds.
-fn params_digest(params: &Map<String, Value>) -> String {
-    let mut identifying = params.clone();
+fn params_digest(binding: &Binding<'_>) -> String {
+    let mut identifying = binding.params.bound(binding.rest.clone());
     for member in ["_meta", "inputResponses", "requestState"] {
         identifying.remove(member);
     }
@@ -250,23 +253,29 @@ mod tests {
         StateKey { id: id.into(), secret: vec![byte; 32].into() }
     }
 
-    fn params(v: Value) -> Map<String, Value> {
-        v.as_object().cloned().unwrap()
+    fn params(method: &str, v: Value) -> (Params, Map<String, Value>) {
+        let mut rest = v.as_object().cloned().unwrap();
+        (Params::take(&switchyard_protocol::Method::parse(method), &mut rest).unwrap(), rest)
     }
 
     #[test]
     fn round_trips_and_binds_to_the_request() {
         let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
-        let p = params(json!({"name": "t", "arguments": {"a": 1}, "_meta": {"x": 1}}));
-        let binding = Binding { method: "tools/call", params: &p, principal: None };
+        let (p, rest) = params("tools/call", json!({"name": "t", "arguments": {"a": 1}, "_meta": {"x": 1}}));
+        let binding = Binding { method: "tools/call", params: &p, rest: &rest, principal: None };
         let sealed = sealer.seal(binding, Some(json!({"round": 1})));
         // A retry with fresh _meta and inputResponses still opens.
-        let retry = params(json!({"arguments": {"a": 1}, "name": "t", "_meta": {"y": 2}, "inputResponses": {}}));
-        let opened = sealer.open(&sealed, Binding { params: &retry, ..binding }).unwrap();
+        let (retry, retry_rest) =
+            params("tools/call", json!({"arguments": {"a": 1}, "name": "t", "_meta": {"y": 2}, "inputResponses": {}}));
+        let opened = sealer.open(&sealed, Binding { params: &retry, rest: &retry_rest, ..binding }).unwrap();
         assert_eq!(opened.state, Some(json!({"round": 1})));
-        // Other arguments, method or principal do not.
-        let other = params(json!({"name": "t", "arguments": {"a": 2}}));
-        assert_eq!(sealer.open(&sealed, Binding { params: &other, ..binding }), Err(OpenError::WrongRequest));
+        // Other arguments, an extra member, method or principal do not.
+        let (other, other_rest) = params("tools/call", json!({"name": "t", "arguments": {"a": 2}}));
+        let refused = sealer.open(&sealed, Binding { params: &other, rest: &other_rest, ..binding });
+        assert_eq!(refused, Err(OpenError::WrongRequest));
+        let (extra, extra_rest) = params("tools/call", json!({"name": "t", "arguments": {"a": 1}, "x": 1}));
+        let refused = sealer.open(&sealed, Binding { params: &extra, rest: &extra_rest, ..binding });
+        assert_eq!(refused, Err(OpenError::WrongRequest));
         assert_eq!(sealer.open(&sealed, Binding { method: "prompts/get", ..binding }), Err(OpenError::WrongRequest));
         assert_eq!(sealer.open(&sealed, Binding { principal: Some("eve"), ..binding }), Err(OpenError::WrongRequest));
     }
@@ -274,8 +283,8 @@ mod tests {
     #[test]
     fn refuses_tampering_and_unknown_keys() {
         let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
-        let p = params(json!({"name": "t"}));
-        let binding = Binding { method: "tools/call", params: &p, principal: None };
+        let (p, rest) = params("tools/call", json!({"name": "t"}));
+        let binding = Binding { method: "tools/call", params: &p, rest: &rest, principal: None };
         let sealed = sealer.seal(binding, None);
         assert_eq!(sealer.open(&format!("{sealed}A"), binding), Err(OpenError::Tampered));
         let (head, body) = sealed.rsplit_once('.').unwrap();
@@ -297,8 +306,8 @@ mod tests {
     #[test]
     fn the_client_cannot_read_the_plugins_state() {
         let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
-        let p = params(json!({"name": "t"}));
-        let binding = Binding { method: "tools/call", params: &p, principal: Some("alice") };
+        let (p, rest) = params("tools/call", json!({"name": "t"}));
+        let binding = Binding { method: "tools/call", params: &p, rest: &rest, principal: Some("alice") };
         let sealed = sealer.seal(binding, Some(json!({"secret-plan": "launch at dawn"})));
         let body = URL_SAFE_NO_PAD.decode(sealed.rsplit_once('.').unwrap().1).unwrap();
         let text = String::from_utf8_lossy(&body);
@@ -314,8 +323,8 @@ mod tests {
     fn old_keys_verify_after_rotation_and_expiry_is_enforced() {
         let old = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
         let rotated = StateSealer::new(vec![key("k2", 2), key("k1", 1)], Duration::from_secs(60));
-        let p = params(json!({"name": "t"}));
-        let binding = Binding { method: "tools/call", params: &p, principal: None };
+        let (p, rest) = params("tools/call", json!({"name": "t"}));
+        let binding = Binding { method: "tools/call", params: &p, rest: &rest, principal: None };
         assert!(rotated.open(&old.seal(binding, None), binding).is_ok());
         assert!(rotated.seal(binding, None).starts_with("v2.k2."));
         let expired = StateSealer::new(vec![key("k1", 1)], Duration::ZERO);
@@ -341,8 +350,8 @@ mod tests {
     #[test]
     fn two_seals_of_the_same_state_differ() {
         let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
-        let p = params(json!({"name": "t"}));
-        let binding = Binding { method: "tools/call", params: &p, principal: None };
+        let (p, rest) = params("tools/call", json!({"name": "t"}));
+        let binding = Binding { method: "tools/call", params: &p, rest: &rest, principal: None };
         assert_ne!(sealer.seal(binding, None), sealer.seal(binding, None));
     }
 
@@ -360,8 +369,8 @@ mod tests {
             /// shaped like a sealed state under our key id.
             #[test]
             fn made_up_states_never_open(raw in any::<String>(), body in "[A-Za-z0-9_-]{0,200}") {
-                let p = params(json!({"name": "t"}));
-                let binding = Binding { method: "tools/call", params: &p, principal: None };
+                let (p, rest) = params("tools/call", json!({"name": "t"}));
+                let binding = Binding { method: "tools/call", params: &p, rest: &rest, principal: None };
                 let sealer = sealer();
                 prop_assert!(sealer.open(&raw, binding).is_err());
                 let shaped = format!("{VERSION}.k1.{body}");
@@ -371,8 +380,8 @@ mod tests {
             /// A sealed state with any one character changed does not open.
             #[test]
             fn an_altered_state_never_opens(at in any::<prop::sample::Index>(), with in "[A-Za-z0-9_.-]") {
-                let p = params(json!({"name": "t"}));
-                let binding = Binding { method: "tools/call", params: &p, principal: Some("alice") };
+                let (p, rest) = params("tools/call", json!({"name": "t"}));
+                let binding = Binding { method: "tools/call", params: &p, rest: &rest, principal: Some("alice") };
                 let sealer = sealer();
                 let sealed = sealer.seal(binding, Some(json!({"secret": 1})));
                 let i = at.index(sealed.len());

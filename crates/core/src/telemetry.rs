@@ -17,7 +17,7 @@ use crate::request::{Execution, Prepared};
 pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
     let method = request.method.label();
     // What the span is about: the member `Mcp-Name` mirrors (tool, prompt, URI or task).
-    let target = request.method.name_param().and_then(|name| request.params.get(name)).and_then(Value::as_str);
+    let target = request.name();
     let span = tracing::info_span!(
         "mcp",
         // Formatted only when a subscriber records the span.
@@ -53,7 +53,7 @@ pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
             meta.trace_context.clone()
         }
         // A legacy request keeps its `_meta` in the parameters.
-        None => request.params.get(META).and_then(Value::as_object).and_then(switchyard_protocol::meta::trace_context),
+        None => request.rest.get(META).and_then(Value::as_object).and_then(switchyard_protocol::meta::trace_context),
     };
     if let Some((traceparent, tracestate)) = trace_context {
         switchyard_telemetry::context::parent_from_meta(&span, &traceparent, tracestate.as_deref());

@@ -5,7 +5,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use serde_json::Value;
 use std::pin::Pin;
 use std::sync::Arc;
 use switchyard_core::server::Delivered;
@@ -140,8 +139,7 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     // target: a legacy request sends no headers, and one that sends
     // `Mcp-Method` without `Mcp-Name` was counted against the method only.
     if let (Some(limiter), Some((principal, counted))) = (&state.limiter, &limited) {
-        let name = prepared.method.name_param().and_then(|member| prepared.params.get(member)).and_then(Value::as_str);
-        let target = state.server.limit_target(prepared.method.as_str(), name);
+        let target = state.server.limit_target(prepared.method.as_str(), prepared.name());
         if counted.as_deref() != Some(target)
             && let Err(refused) = limit(limiter.as_ref(), principal, target).await
         {

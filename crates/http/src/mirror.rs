@@ -64,8 +64,8 @@ pub(crate) fn require(headers: &HeaderMap, request: &Prepared) -> Result<(), Err
         // Legacy clients predate these headers and need send none; one that
         // sends `Mcp-Name` anyway must not name what its body does not (the
         // rate limit may have been decided from it).
-        if let (Some(member), Some(header)) = (request.method.name_param(), read(headers, &NAME)?) {
-            name_agrees(&decode(header, "Mcp-Name")?, request, member)?;
+        if let (Some(_), Some(header)) = (request.method.name_param(), read(headers, &NAME)?) {
+            name_agrees(&decode(header, "Mcp-Name")?, request)?;
         }
         return Ok(());
     }
@@ -75,11 +75,11 @@ pub(crate) fn require(headers: &HeaderMap, request: &Prepared) -> Result<(), Err
     if read(headers, &METHOD)?.is_none() {
         return Err(ErrorObject::header_mismatch("Mcp-Method header is required"));
     }
-    if let Some(member) = request.method.name_param() {
+    if request.method.name_param().is_some() {
         let header = read(headers, &NAME)?.ok_or_else(|| {
             ErrorObject::header_mismatch(format!("Mcp-Name header is required for {}", request.method))
         })?;
-        name_agrees(&decode(header, "Mcp-Name")?, request, member)?;
+        name_agrees(&decode(header, "Mcp-Name")?, request)?;
     }
     if request.method == Method::CallTool {
         check_params(headers, request)?;
@@ -87,11 +87,11 @@ pub(crate) fn require(headers: &HeaderMap, request: &Prepared) -> Result<(), Err
     Ok(())
 }
 
-/// `Mcp-Name` (decoded) against the body's `member`. A missing or non-string
-/// body member is the method's own -32602, later.
-fn name_agrees(header: &str, request: &Prepared, member: &str) -> Result<(), ErrorObject> {
-    match request.params.get(member) {
-        Some(Value::String(body)) if header != body => {
+/// `Mcp-Name` (decoded) against the name the body gives. A missing or
+/// non-string body member is the method's own -32602, later.
+fn name_agrees(header: &str, request: &Prepared) -> Result<(), ErrorObject> {
+    match request.name() {
+        Some(body) if header != body => {
             Err(ErrorObject::header_mismatch(format!("Mcp-Name '{header}' vs body '{body}'")))
         }
         _ => Ok(()),
@@ -99,7 +99,7 @@ fn name_agrees(header: &str, request: &Prepared, member: &str) -> Result<(), Err
 }
 
 fn check_params(headers: &HeaderMap, request: &Prepared) -> Result<(), ErrorObject> {
-    let arguments = request.params.get("arguments").and_then(Value::as_object);
+    let arguments = request.tool_arguments();
     for param in request.header_params() {
         let body = arguments.and_then(|a| a.get(&param.argument)).filter(|v| !v.is_null());
         let header = read(headers, param.header.as_str())?;

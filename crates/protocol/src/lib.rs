@@ -8,6 +8,7 @@
 //! # Layout
 //! - [`jsonrpc`]: requests, notifications, responses, [`RequestId`], [`ErrorObject`].
 //! - [`method`]: the [`Method`] enum, parsed from the method string in one `match`.
+//! - [`params`]: each method's parameters as one typed [`Params`], read once.
 //! - [`error`]: the numeric error codes and constructors for the MCP-specific errors.
 //! - [`meta`]: `_meta` keys and the per-request [`RequestMeta`].
 //! - [`version`]: protocol revisions we serve and the era of each.
@@ -24,10 +25,12 @@ pub mod jsonrpc;
 pub mod logging;
 pub mod meta;
 pub mod method;
+pub mod params;
 pub mod version;
 
 pub use error::ErrorObject;
 pub use jsonrpc::{Incoming, RequestId};
 pub use meta::RequestMeta;
 pub use method::Method;
+pub use params::{Params, ParamsError};
 pub use version::ProtocolVersion;

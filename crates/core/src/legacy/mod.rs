@@ -17,7 +17,7 @@
 //! capabilities were declared in an `initialize` we did not keep, so a client
 //! that lacks one answers with an error, which becomes a tool error.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 mod relay;
 
@@ -33,8 +33,7 @@ use switchyard_protocol::version::ProtocolVersion;
 pub(crate) const LOG_THRESHOLD: LoggingLevel = LoggingLevel::Info;
 
 /// The `InitializeResult` for a legacy client.
-pub(crate) fn initialize_result(params: &Map<String, Value>, server_info: &Value, instructions: Option<&str>) -> Value {
-    let requested = params.get("protocolVersion").and_then(Value::as_str);
+pub(crate) fn initialize_result(requested: Option<&str>, server_info: &Value, instructions: Option<&str>) -> Value {
     let version = ProtocolVersion::negotiate_legacy(requested);
     // Without a standing stream (GET is 405: there is no session to attach it
     // to) list changes cannot reach a legacy client, so none are promised.

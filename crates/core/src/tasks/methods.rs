@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use switchyard_bus::{Event, NotificationBus};
 use switchyard_protocol::error::INTERNAL_ERROR;
-use switchyard_protocol::{ErrorObject, Method};
+use switchyard_protocol::{ErrorObject, Method, Params};
 
 use super::{TaskRecord, TaskStatus, Tasks, Transition, announce, now_ms, wire};
 use crate::error::Error;
@@ -20,32 +20,27 @@ impl Tasks {
     pub(crate) async fn serve(
         &self,
         method: &Method,
-        params: &Map<String, Value>,
+        params: &Params,
         caller: &Caller,
         bus: &dyn NotificationBus,
         replica: &str,
     ) -> Result<Value, Error> {
-        let id = match params.get("taskId") {
-            Some(Value::String(id)) => id.as_str(),
-            _ => return Err(Error::InvalidParams("params.taskId (a string) is required".into())),
-        };
-        let task = self.find(id, caller, bus).await?;
-        match method {
-            Method::GetTask => Ok(Value::Object(wire(&task, self.config.poll_interval, true))),
-            Method::UpdateTask => {
-                let Some(Value::Object(responses)) = params.get("inputResponses") else {
-                    return Err(Error::InvalidParams("params.inputResponses (an object) is required".into()));
-                };
-                if let Some((key, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
-                    return Err(Error::InvalidParams(format!("inputResponses.{key} must be an object")));
-                }
-                self.answer(task, responses, bus).await?;
-                Ok(json!({}))
+        match (method, params) {
+            (Method::GetTask, Params::Task { task_id }) => {
+                let task = self.find(task_id, caller, bus).await?;
+                Ok(Value::Object(wire(&task, self.config.poll_interval, true)))
             }
-            _ => {
+            (Method::CancelTask, Params::Task { task_id }) => {
+                let task = self.find(task_id, caller, bus).await?;
                 self.cancel(&task, bus, replica).await?;
                 Ok(json!({}))
             }
+            (Method::UpdateTask, Params::UpdateTask { task_id, input_responses }) => {
+                let task = self.find(task_id, caller, bus).await?;
+                self.answer(task, input_responses, bus).await?;
+                Ok(json!({}))
+            }
+            _ => Err(Error::Protocol(ErrorObject::method_not_found(method.as_str()))),
         }
     }
 

@@ -11,7 +11,6 @@ use crate::call::{Call, check_tool_result};
 use crate::catalog::ToolEntry;
 use crate::error::Error;
 use crate::plugin::{CallContext, Notifier, Outcome};
-use crate::state::Binding;
 
 impl Call<'_> {
     /// A `tools/call` that may become a task: the call is polled once; an
@@ -26,11 +25,7 @@ impl Call<'_> {
         arguments: Map<String, Value>,
     ) -> Result<Value, Error> {
         let request = self.request;
-        let binding = Binding {
-            method: request.method.as_str(),
-            params: &request.params,
-            principal: request.caller.principal.as_deref(),
-        };
+        let binding = self.binding();
         let input = self.input_round(binding).await?;
         let round_deadline = tasks.config.deadline.unwrap_or(self.deps.config.call_timeout);
         let token = CancellationToken::new();

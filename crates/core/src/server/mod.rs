@@ -14,24 +14,27 @@ use switchyard_bus::{Delivery as BusDelivery, Event};
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::meta::{META, SERVER_INFO};
 use switchyard_protocol::version::{self, Era};
-use switchyard_protocol::{ErrorObject, Method, RequestId, RequestMeta};
+use switchyard_protocol::{ErrorObject, Method, Params, RequestId, RequestMeta};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::caching::{CachePolicy, CacheScope};
 use crate::call::{Call, CallDeps};
-use crate::catalog::{Catalog, Item, Snapshot};
+use crate::catalog::{Catalog, Snapshot};
 use crate::error::{Delivery, Error};
 pub use crate::legacy::Delivered;
 use crate::legacy::{self, Relay};
-use crate::listen::{Filter, ListenHub, ListenStream, ReadScopes, Refusal};
+use crate::listen::{ListenHub, ListenStream, ReadScopes};
 use crate::plugin::Notifier;
 use crate::policy::{Caller, Policy};
 use crate::request::{Answer, Execution, Prepared};
 use crate::state::{StateKey, StateSealer};
 use crate::tasks::Tasks;
-use crate::{cursor, telemetry};
+use crate::telemetry;
+
+mod listen;
+mod lists;
 
 /// Uses of `requestState` one process remembers (each until its state expires).
 const LOCAL_STATE_MARKS: u64 = 1_000_000;
@@ -265,13 +268,24 @@ impl Server {
         let snapshot = self.catalog.snapshot();
         let claims_modern = RequestMeta::claimed_version(&params).is_some();
         if !claims_modern && !modern_hint {
-            return Ok(Prepared { id, method, params, era: Era::Legacy, meta: None, caller, snapshot });
+            let typed = Params::take(&method, &mut params);
+            return Ok(Prepared {
+                id,
+                method,
+                params: typed,
+                rest: params,
+                era: Era::Legacy,
+                meta: None,
+                caller,
+                snapshot,
+            });
         }
         let meta = RequestMeta::take(&mut params)?;
         if switchyard_protocol::ProtocolVersion::parse_modern(&meta.protocol_version).is_none() {
             return Err(ErrorObject::unsupported_version(&version::MODERN, &meta.protocol_version));
         }
-        Ok(Prepared { id, method, params, era: Era::Modern, meta: Some(meta), caller, snapshot })
+        let typed = Params::take(&method, &mut params);
+        Ok(Prepared { id, method, params: typed, rest: params, era: Era::Modern, meta: Some(meta), caller, snapshot })
     }
 
     /// Runs a prepared request. `outbox`, when given, receives the request's
@@ -348,23 +362,24 @@ impl Server {
             None => Notifier::default(),
         };
         let capabilities = Arc::new(std::mem::take(&mut meta.client_capabilities));
-        let call =
-            Call { deps: self.call_deps(), request: &request, snapshot: &snapshot, notifier, capabilities, cancel };
-        if let Some(result) = self.dispatch_shared(&call).await {
+        if let Some(result) = self.dispatch_shared(&request, &snapshot, notifier, &capabilities, cancel).await {
             return result.map(Dispatched::Result);
         }
         let result = match &request.method {
             Method::Discover => return Ok(Dispatched::Result(self.discover())),
-            Method::Listen => return self.listen(&request, &call.capabilities).await.map(Dispatched::Listen),
+            Method::Listen => {
+                let Params::Listen(filter) = request.typed()? else { return Err(not_its_params(&request)) };
+                return self.listen(&request, filter, &capabilities).await.map(Dispatched::Listen);
+            }
             Method::GetTask | Method::UpdateTask | Method::CancelTask => {
                 let Some(tasks) = &self.tasks else {
                     return Err(ErrorObject::method_not_found(request.method.as_str()).into());
                 };
-                if !ClientCapability::Tasks.is_declared_in(&call.capabilities) {
+                if !ClientCapability::Tasks.is_declared_in(&capabilities) {
                     return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
                 }
                 let bus = self.catalog.bus().as_ref();
-                tasks.serve(&request.method, &request.params, &request.caller, bus, self.relay.replica()).await?
+                tasks.serve(&request.method, request.typed()?, &request.caller, bus, self.relay.replica()).await?
             }
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
@@ -378,7 +393,7 @@ impl Server {
         cancel: CancellationToken,
     ) -> Result<Dispatched, Error> {
         let snapshot = Arc::clone(&request.snapshot);
-        let progress_token = request.params.get(META).and_then(|m| m.get("progressToken")).cloned();
+        let progress_token = request.rest.get(META).and_then(|m| m.get("progressToken")).cloned();
         let notifier = match outbox {
             Some(outbox) => Notifier::new(outbox, progress_token, Some(legacy::LOG_THRESHOLD)),
             None => Notifier::default(),
@@ -387,16 +402,23 @@ impl Server {
         // did not keep: none are assumed, and a tool that needs input asks the
         // client over the response stream (see `legacy`).
         let capabilities = Arc::new(Map::new());
-        let call =
-            Call { deps: self.call_deps(), request: &request, snapshot: &snapshot, notifier, capabilities, cancel };
-        if let Some(result) = self.dispatch_shared(&call).await {
+        if let Some(result) = self.dispatch_shared(&request, &snapshot, notifier, &capabilities, cancel).await {
             return result.map(Dispatched::Result);
         }
-        let result = match &request.method {
-            Method::Initialize => {
-                legacy::initialize_result(&request.params, &self.server_info, self.config.instructions.as_deref())
+        let result = match request.typed()? {
+            Params::Initialize { protocol_version } => legacy::initialize_result(
+                protocol_version.as_deref(),
+                &self.server_info,
+                self.config.instructions.as_deref(),
+            ),
+            Params::None
+                if matches!(
+                    request.method,
+                    Method::Ping | Method::SetLogLevel | Method::Subscribe | Method::Unsubscribe
+                ) =>
+            {
+                json!({})
             }
-            Method::Ping | Method::SetLogLevel | Method::Subscribe | Method::Unsubscribe => json!({}),
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
         Ok(Dispatched::Result(result.into()))
@@ -404,21 +426,55 @@ impl Server {
 
     /// The methods both eras serve alike: the lists, and the calls into
     /// plugins. `None` for any other method.
-    async fn dispatch_shared(&self, call: &Call<'_>) -> Option<Result<Answer, Error>> {
-        let (params, snapshot) = (&call.request.params, call.snapshot);
-        let caller = &call.request.caller;
-        Some(match &call.request.method {
-            Method::ListTools => self.list(params, caller, &snapshot.tools, "tools", snapshot),
-            Method::ListPrompts => self.list(params, caller, &snapshot.prompts, "prompts", snapshot),
-            Method::ListResources => self.list(params, caller, &snapshot.resources, "resources", snapshot),
-            Method::ListResourceTemplates => {
-                self.list(params, caller, &snapshot.templates, "resourceTemplates", snapshot)
+    async fn dispatch_shared(
+        &self,
+        request: &Prepared,
+        snapshot: &Snapshot,
+        notifier: Notifier,
+        capabilities: &Arc<Map<String, Value>>,
+        cancel: CancellationToken,
+    ) -> Option<Result<Answer, Error>> {
+        let shared = matches!(
+            request.method,
+            Method::ListTools
+                | Method::ListPrompts
+                | Method::ListResources
+                | Method::ListResourceTemplates
+                | Method::CallTool
+                | Method::ReadResource
+                | Method::GetPrompt
+                | Method::Complete
+        );
+        if !shared {
+            return None;
+        }
+        let params = match request.typed() {
+            Ok(params) => params,
+            Err(error) => return Some(Err(error)),
+        };
+        let caller = &request.caller;
+        let capabilities = Arc::clone(capabilities);
+        let call = Call { deps: self.call_deps(), request, params, snapshot, notifier, capabilities, cancel };
+        Some(match (&request.method, params) {
+            (Method::ListTools, Params::List { cursor }) => {
+                self.list(cursor, caller, &snapshot.tools, "tools", snapshot)
             }
-            Method::CallTool => call.call_tool().await.map(Answer::from),
-            Method::ReadResource => call.read_resource().await,
-            Method::GetPrompt => call.get_prompt().await.map(Answer::from),
-            Method::Complete => call.complete().await.map(Answer::from),
-            _ => return None,
+            (Method::ListPrompts, Params::List { cursor }) => {
+                self.list(cursor, caller, &snapshot.prompts, "prompts", snapshot)
+            }
+            (Method::ListResources, Params::List { cursor }) => {
+                self.list(cursor, caller, &snapshot.resources, "resources", snapshot)
+            }
+            (Method::ListResourceTemplates, Params::List { cursor }) => {
+                self.list(cursor, caller, &snapshot.templates, "resourceTemplates", snapshot)
+            }
+            (_, Params::CallTool { name, arguments, .. }) => call.call_tool(name, arguments).await.map(Answer::from),
+            (_, Params::ReadResource { uri, .. }) => call.read_resource(uri).await,
+            (_, Params::GetPrompt { name, arguments, .. }) => call.get_prompt(name, arguments).await.map(Answer::from),
+            (_, Params::Complete { reference, argument, value, context }) => {
+                call.complete(reference, argument, value, context).await.map(Answer::from)
+            }
+            _ => Err(not_its_params(request)),
         })
     }
 
@@ -472,104 +528,6 @@ impl Server {
             relay: &self.relay,
         }
     }
-
-    /// One page of a list, holding only what the caller may use. The answer
-    /// is `private` when the list holds anything gated by scopes and the
-    /// caller is authenticated: another caller may see a different list.
-    fn list(
-        &self,
-        params: &Map<String, Value>,
-        caller: &Caller,
-        items: &[impl Item],
-        member: &str,
-        snapshot: &Snapshot,
-    ) -> Result<Answer, Error> {
-        let after = match params.get("cursor") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(cursor)) => {
-                cursor::decode(cursor).map_err(|()| Error::InvalidParams("Invalid cursor".into()))?
-            }
-            Some(_) => return Err(Error::InvalidParams("cursor must be a string".into())),
-        };
-        let mut gated = false;
-        let visible: Vec<_> = items
-            .iter()
-            .filter(|item| {
-                let scopes = self.config.policy.needed_by(*item);
-                gated |= !scopes.is_empty();
-                caller.may_use(&scopes)
-            })
-            .collect();
-        let (page, next) = cursor::page(&visible, |item| item.key(), after.as_deref(), self.config.page_size);
-        let mut result = json!({ member: page.iter().map(|item| item.definition().clone()).collect::<Vec<_>>() });
-        if let Some(next) = next {
-            result["nextCursor"] = json!(next);
-        }
-        let mut policy = snapshot.list_policy;
-        if gated && caller.is_scoped() {
-            policy.scope = CacheScope::Private;
-        }
-        Ok(Answer::cached(result, policy))
-    }
-
-    async fn listen(&self, request: &Prepared, capabilities: &Map<String, Value>) -> Result<ListenStream, Error> {
-        let notifications = match request.params.get("notifications") {
-            Some(Value::Object(n)) => n,
-            _ => {
-                return Err(Error::InvalidParams(
-                    "params.notifications (a SubscriptionFilter object) is required".into(),
-                ));
-            }
-        };
-        let flag = |key: &str| -> Result<bool, Error> {
-            match notifications.get(key) {
-                None => Ok(false),
-                Some(Value::Bool(b)) => Ok(*b),
-                Some(_) => Err(Error::InvalidParams(format!("notifications.{key} must be a boolean"))),
-            }
-        };
-        let strings = |key: &str| -> Result<Vec<String>, Error> {
-            match notifications.get(key) {
-                None => Ok(Vec::new()),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|item| item.as_str().map(str::to_owned))
-                    .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| Error::InvalidParams(format!("notifications.{key} must be strings"))),
-                Some(_) => Err(Error::InvalidParams(format!("notifications.{key} must be an array"))),
-            }
-        };
-        let resource_uris = strings("resourceSubscriptions")?;
-        self.hub.limits().check_subscriptions(&resource_uris).map_err(Error::InvalidParams)?;
-        if notifications.contains_key("taskIds") && !ClientCapability::Tasks.is_declared_in(capabilities) {
-            return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
-        }
-        let requested = strings("taskIds")?;
-        // Only the caller's own, live tasks; the acknowledgement says which.
-        let mut task_ids = Vec::new();
-        if let Some(tasks) = &self.tasks {
-            for id in requested.into_iter().take(100) {
-                match tasks.find(&id, &request.caller, self.catalog.bus().as_ref()).await {
-                    Ok(_) => task_ids.push(id),
-                    Err(Error::UnknownTask(_)) => {}
-                    Err(error) => return Err(error),
-                }
-            }
-        }
-        let filter = Filter {
-            tools: flag("toolsListChanged")?,
-            prompts: flag("promptsListChanged")?,
-            resources: flag("resourcesListChanged")?,
-            resource_uris,
-            task_ids,
-        };
-        self.hub.open(request.id.to_value(), filter, &request.caller).map_err(|refusal| {
-            Error::OverLimit(match refusal {
-                Refusal::Caller(bound) => format!("Too many listen streams: this caller holds {bound} already"),
-                Refusal::Process(bound) => format!("Too many listen streams: this server holds {bound} already"),
-            })
-        })
-    }
 }
 
 /// Who may hear a `resources/updated`: what a `resources/read` of the URI
@@ -583,6 +541,12 @@ impl ReadScopes for CatalogReads {
     fn needed(&self, uri: &str) -> Option<Vec<String>> {
         Some(self.policy.needed_by(self.catalog.snapshot().serving(uri)?))
     }
+}
+
+/// A request whose parameters are not those of its method: only a
+/// mismatched `Params::take` could make one.
+fn not_its_params(request: &Prepared) -> Error {
+    Error::Protocol(ErrorObject::internal().with_data(json!({ "method": request.method.as_str() })))
 }
 
 enum Dispatched {
