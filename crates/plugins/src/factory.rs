@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_core::Plugin;
 use switchyard_core::catalog::ListChanges;
-use switchyard_core::plugin_spec::{SpecError, invalid};
+use switchyard_core::plugin_spec::{PluginKind, SpecError, invalid};
 use switchyard_upstream::{McpClient, OutboundPolicy, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec};
 use switchyard_wasm::{HostDirs, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
@@ -30,8 +30,8 @@ pub struct Registration<'a> {
     pub id: &'a str,
     /// The namespace (tool prefix).
     pub namespace: &'a str,
-    /// `builtin`, `wasm` or `upstream`.
-    pub kind: &'a str,
+    /// Which kind builds it.
+    pub kind: PluginKind,
     /// The kind's spec.
     pub spec: &'a Value,
     /// Scopes a caller needs for everything the plugin offers.
@@ -111,7 +111,7 @@ impl Factory {
         purpose: Purpose,
     ) -> Result<Arc<dyn Plugin>, SpecError> {
         let inner: Arc<dyn Plugin> = match plugin.kind {
-            "builtin" => {
+            PluginKind::Builtin => {
                 let name = plugin
                     .spec
                     .get("name")
@@ -122,7 +122,7 @@ impl Factory {
                     invalid("spec.name", format!("{name:?} is not a built-in plugin (known: {})", known.join(", ")))
                 })?
             }
-            "wasm" => {
+            PluginKind::Wasm => {
                 let spec = WasmSpec::parse(plugin.spec, self.wasm_config.max_memory_bytes, &self.grants.host_dirs)
                     .map_err(|e| invalid(format!("spec.{}", e.field), e.reason))?;
                 let runtime = self.wasm_runtime()?;
@@ -148,7 +148,7 @@ impl Factory {
                         .map_err(|e| invalid("spec.artifact", e.to_string()))?,
                 )
             }
-            "upstream" => {
+            PluginKind::Upstream => {
                 // Secrets are checked against the grants here, before the
                 // client reads any of them or connects anywhere.
                 let spec = UpstreamSpec::parse(plugin.spec, &self.grants.secrets)
@@ -161,9 +161,6 @@ impl Factory {
                         .await
                         .map_err(|e| invalid("spec.url", e.to_string()))?,
                 )
-            }
-            other => {
-                return Err(invalid("kind", format!("{other:?} is not a plugin kind (builtin, wasm, upstream)")));
             }
         };
         let published = Namespaced::new(plugin.id, plugin.namespace, inner).with_scopes(plugin.scopes.to_vec());

@@ -16,6 +16,7 @@ mod namespaced;
 
 pub use factory::{Artifacts, Factory, Grants, Purpose, Registration};
 pub use namespaced::Namespaced;
+pub use switchyard_core::plugin_spec::PluginKind;
 pub use switchyard_upstream::{OutboundPolicy, RawUpstream, SecretPolicy, UpstreamLimits};
 pub use switchyard_wasm::RuntimeConfig as WasmConfig;
 pub use switchyard_wasm::{HostDirs, RawWasm};

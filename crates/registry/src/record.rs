@@ -3,40 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use switchyard_core::plugin_spec::PluginKind;
+
 use crate::{Error, Result};
-
-/// The kinds of plugin the platform knows how to build.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PluginKind {
-    /// Compiled into the binary.
-    Builtin,
-    /// A sandboxed WebAssembly module.
-    Wasm,
-    /// A remote MCP server whose tools are republished.
-    Upstream,
-}
-
-impl PluginKind {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Builtin => "builtin",
-            Self::Wasm => "wasm",
-            Self::Upstream => "upstream",
-        }
-    }
-
-    /// Parses a stored or submitted name.
-    pub fn parse(name: &str) -> Option<Self> {
-        Some(match name {
-            "builtin" => Self::Builtin,
-            "wasm" => Self::Wasm,
-            "upstream" => Self::Upstream,
-            _ => return None,
-        })
-    }
-}
 
 /// A plugin to register.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

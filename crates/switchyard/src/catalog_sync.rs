@@ -73,7 +73,7 @@ impl CatalogSync {
         let registration = Registration {
             id: &record.id,
             namespace: &record.namespace,
-            kind: record.kind.as_str(),
+            kind: record.kind,
             spec: &record.spec,
             scopes: &record.scopes,
         };
