@@ -4,6 +4,8 @@
 
 /// OAuth: bearer tokens from a real authorization server, scopes, metadata.
 mod auth;
+/// The auth layer alone, over a stand-in inner service, without a socket.
+mod auth_layer;
 /// The official MCP conformance suite, both requirement sets.
 mod conformance;
 /// Notifications across three replicas while Redis restarts and replicas are killed and drained (#16).
