@@ -122,10 +122,10 @@ impl Call<'_> {
     pub(crate) async fn get_prompt(&self, name: &str, arguments: &Map<String, Value>) -> Result<Value, Error> {
         let prompt = self.snapshot.prompt(name).ok_or_else(|| Error::UnknownPrompt(name.to_owned()))?;
         self.deps.config.policy.authorize(&self.request.caller, prompt)?;
-        let missing: Vec<&str> =
-            prompt.required_arguments.iter().filter(|a| !arguments.contains_key(*a)).map(String::as_str).collect();
+        let missing: Vec<String> =
+            prompt.required_arguments.iter().filter(|a| !arguments.contains_key(*a)).cloned().collect();
         if !missing.is_empty() {
-            return Err(Error::InvalidParams(format!("prompt {name} requires argument(s): {}", missing.join(", "))));
+            return Err(Error::MissingPromptArguments { prompt: name.to_owned(), missing });
         }
         self.run(&prompt.plugin, name, |plugin, cx| plugin.get_prompt(name, arguments.clone(), cx)).await
     }

@@ -39,10 +39,21 @@ pub enum Error {
     /// A parameter has the wrong shape for its method.
     #[error("invalid params: {0}")]
     Params(#[from] switchyard_protocol::ParamsError),
-    /// The parameters have the right shape but do not make sense (a cursor
-    /// we did not mint, a prompt's missing argument, a bound exceeded).
-    #[error("invalid params: {0}")]
-    InvalidParams(String),
+    /// A list cursor this server did not mint (or one from another list).
+    #[error("invalid cursor")]
+    InvalidCursor,
+    /// A prompt was asked for without the arguments it requires.
+    #[error("prompt {prompt} requires argument(s): {}", .missing.join(", "))]
+    MissingPromptArguments {
+        /// The prompt.
+        prompt: String,
+        /// The required arguments that are missing.
+        missing: Vec<String>,
+    },
+    /// A listen stream subscribes to more than one stream may: the message
+    /// names the bound.
+    #[error("{0}")]
+    TooManySubscriptions(String),
     /// `requestState` did not open.
     #[error("invalid requestState")]
     RequestState(#[source] OpenError),
@@ -132,7 +143,10 @@ impl Error {
                 Delivery::Rpc(ErrorObject::invalid_params("Resource not found").with_data(json!({ "uri": uri })))
             }
             Self::Params(why) => Delivery::Rpc(ErrorObject::invalid_params(why.to_string())),
-            Self::InvalidParams(why) => Delivery::Rpc(ErrorObject::invalid_params(why.clone())),
+            Self::InvalidCursor => Delivery::Rpc(ErrorObject::invalid_params("Invalid cursor")),
+            Self::MissingPromptArguments { .. } | Self::TooManySubscriptions(_) => {
+                Delivery::Rpc(ErrorObject::invalid_params(self.to_string()))
+            }
             Self::OverLimit(why) => {
                 Delivery::Rpc(ErrorObject::new(switchyard_protocol::error::RATE_LIMITED, why.clone()))
             }
@@ -175,7 +189,7 @@ impl Error {
     /// rest is the client's own doing and logs nothing.
     pub fn log_internal(&self) {
         match self {
-            Self::TaskStore(cause) => tracing::error!(error = %cause, "task store failed"),
+            Self::TaskStore(cause) => tracing::error!(error = %chain(cause), "task store failed"),
             // The problems quote the output itself, which may hold user
             // data: only their number goes to the log.
             Self::InvalidOutput { tool, problems } => {

@@ -10,7 +10,7 @@ use switchyard_registry::{Registry, TaskRow};
 pub struct RegistryTasks(pub Registry);
 
 fn unavailable(error: switchyard_registry::Error) -> StoreError {
-    StoreError(switchyard_core::error::chain(&error))
+    StoreError::Unavailable(Box::new(error))
 }
 
 /// `''` for none, JSON text otherwise.
@@ -24,8 +24,10 @@ fn json_value(text: &str) -> Option<Value> {
 
 fn record(row: TaskRow) -> Result<TaskRecord, StoreError> {
     Ok(TaskRecord {
-        status: TaskStatus::parse(&row.status)
-            .ok_or_else(|| StoreError(format!("task {} has an unknown status {:?}", row.id, row.status)))?,
+        status: TaskStatus::parse(&row.status).ok_or_else(|| StoreError::Unreadable {
+            id: row.id.clone(),
+            reason: format!("unknown status {:?}", row.status),
+        })?,
         principal: (!row.principal.is_empty()).then_some(row.principal),
         status_message: (!row.status_message.is_empty()).then_some(row.status_message),
         result: json_value(&row.result),

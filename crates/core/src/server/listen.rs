@@ -19,7 +19,7 @@ impl Server {
         filter: &ListenFilter,
         capabilities: &Map<String, Value>,
     ) -> Result<ListenStream, Error> {
-        self.hub.limits().check_subscriptions(&filter.resource_uris).map_err(Error::InvalidParams)?;
+        self.hub.limits().check_subscriptions(&filter.resource_uris).map_err(Error::TooManySubscriptions)?;
         if filter.task_ids.is_some() && !ClientCapability::Tasks.is_declared_in(capabilities) {
             return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
         }

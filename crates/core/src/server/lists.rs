@@ -25,7 +25,7 @@ impl Server {
     ) -> Result<Answer, Error> {
         let after = match cursor {
             None => None,
-            Some(cursor) => cursor::decode(cursor).map_err(|()| Error::InvalidParams("Invalid cursor".into()))?,
+            Some(cursor) => cursor::decode(cursor).map_err(|()| Error::InvalidCursor)?,
         };
         let mut gated = false;
         let visible: Vec<_> = items

@@ -356,7 +356,8 @@ impl Server {
         cancel: CancellationToken,
     ) -> Result<Dispatched, Error> {
         let snapshot = Arc::clone(&request.snapshot);
-        let mut meta = request.meta.take().ok_or_else(|| Error::InvalidParams("params._meta is required".into()))?;
+        // `prepare` makes every modern request with its `_meta`.
+        let mut meta = request.meta.take().ok_or_else(|| Error::Protocol(ErrorObject::internal()))?;
         let notifier = match outbox {
             Some(outbox) => Notifier::new(outbox, meta.progress_token.take(), meta.log_level),
             None => Notifier::default(),

@@ -106,7 +106,7 @@ impl Tasks {
             let id = task.id.clone();
             task = self.store.get(&id).await.map_err(Error::TaskStore)?.ok_or(Error::UnknownTask(id))?;
         }
-        Err(Error::TaskStore(super::StoreError("too many concurrent answers to one task".into())))
+        Err(Error::TaskStore(super::StoreError::Contended(task.id)))
     }
 
     /// The caller's task `id`: unknown when it does not exist, expired, or

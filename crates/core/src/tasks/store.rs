@@ -126,10 +126,24 @@ pub struct Transition {
     pub error: Option<Value>,
 }
 
-/// A store that could not be used.
+/// A store that could not be used, or a task it cannot hand back.
 #[derive(Debug, thiserror::Error)]
-#[error("task store unavailable: {0}")]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// The store itself failed (its database could not be reached, say).
+    #[error("task store unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A stored task cannot be read back as one.
+    #[error("task {id} is stored unreadably: {reason}")]
+    Unreadable {
+        /// The task.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Changes to one task kept conflicting (its version moved each time).
+    #[error("too many concurrent changes to task {0}")]
+    Contended(String),
+}
 
 /// Durable task storage shared by every replica.
 pub trait TaskStore: Send + Sync + 'static {
