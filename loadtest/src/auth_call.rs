@@ -13,7 +13,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use futures::StreamExt as _;
 
-use crate::{CALL, CALL_HEADERS, ROUNDS, Run, Server, free_port, load, load_with_tokens, start_switchyard, wait_ready};
+use crate::load::{Run, load, load_with_tokens};
+use crate::servers::{Server, free_port, start_switchyard, start_switchyard_on, wait_ready};
+use crate::tools_call::{CALL, CALL_HEADERS, ROUNDS};
 
 /// Starts the test authorization server (needs `npm ci` in `crates/testkit/oidc`).
 async fn start_authorization_server() -> anyhow::Result<(Server, String)> {
@@ -60,7 +62,7 @@ pub(crate) async fn auth_call(binary: &Path, requests: usize, concurrency: usize
     let port = free_port()?;
     let resource = format!("http://127.0.0.1:{port}/mcp");
     let issuers = format!("[{{ issuer = \"{issuer}\" }}]");
-    let secured = crate::start_switchyard_on(
+    let secured = start_switchyard_on(
         binary,
         port,
         &[("SWITCHYARD_AUTH__ISSUERS", issuers.as_str()), ("SWITCHYARD_AUTH__REQUIRED_SCOPES", "mcp")],

@@ -19,7 +19,7 @@ use anyhow::Context as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::mpsc;
 
-use crate::{Server, start_bare, start_switchyard_with};
+use crate::servers::{Server, cpu_time, start_bare, start_switchyard_with, status_kib};
 
 const LISTEN: &str = r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["file:///bench/"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 /// What every notification of a round carries: `file:///bench/{round}`.
@@ -27,7 +27,7 @@ const MARK: &[u8] = b"file:///bench/";
 
 /// Resident memory of a process, bytes.
 fn rss(pid: u32) -> anyhow::Result<u64> {
-    Ok(crate::status_kib(pid, "VmRSS")? * 1024)
+    Ok(status_kib(pid, "VmRSS")? * 1024)
 }
 
 /// Open streams, each read by a task of its own; dropping this closes them.
@@ -303,7 +303,7 @@ async fn measure(
 
 /// The CPU time the processes `pids` have used.
 pub(crate) fn cpu_of(pids: &[u32]) -> anyhow::Result<Duration> {
-    pids.iter().map(|pid| crate::cpu_time(*pid)).sum()
+    pids.iter().map(|pid| cpu_time(*pid)).sum()
 }
 
 /// Publishes `file:///bench/{round}` to `publish`, waits until `expected`

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::fanout::{ReplicaEnv, Streams, cpu_of, listen_streams, open_streams, percentile, publish_round};
-use crate::{Server, start_switchyard_with};
+use crate::servers::{Server, start_switchyard_with};
 
 /// One build's pair of replicas, the streams held on its replica B, and
 /// what its rounds measured.

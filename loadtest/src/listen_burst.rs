@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use futures::StreamExt as _;
 
-use crate::{Server, start_switchyard_with};
+use crate::servers::{Server, listen_request, start_switchyard_with};
 
 const LISTEN: &str = r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
@@ -24,7 +24,7 @@ async fn burst(server: &Server, clients: usize) -> anyhow::Result<Vec<Duration>>
             let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
             start.wait().await;
             let began = Instant::now();
-            let response = crate::listen_request(&client, &url, LISTEN).send().await?;
+            let response = listen_request(&client, &url, LISTEN).send().await?;
             anyhow::ensure!(response.status().is_success(), "status {}", response.status());
             let mut body = response.bytes_stream();
             let first = body.next().await.context("the stream ended before its acknowledgement")??;

@@ -8,18 +8,27 @@
 //! time; loopback only.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 mod auth_call;
 mod fanout;
 mod fanout_compare;
 mod listen_burst;
+mod load;
+mod plugin_call;
+mod servers;
+mod tools_call;
 mod wasm_call;
+
+use load::{Run, load, load_spread};
+use plugin_call::plugin_call;
+use servers::{Server, free_port, server_command, start_switchyard, start_switchyard_with, status_kib};
+use tools_call::{CALL, CALL_HEADERS, CALL_SSE, ROUNDS, tools_call};
 
 #[derive(Parser)]
 struct Cli {
@@ -288,295 +297,6 @@ async fn bare(bind: String) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct Server {
-    child: Child,
-    url: String,
-    /// The registry file of a Switchyard server, removed with it.
-    database: Option<PathBuf>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(database) = &self.database {
-            let _ = std::fs::remove_file(database);
-        }
-    }
-}
-
-/// Where `SERVER_CPUS` is set (e.g. `0`), servers run pinned to those CPUs
-/// with `taskset`, so that a load generator pinned elsewhere does not share
-/// their cores.
-fn server_command(program: &std::path::Path) -> Command {
-    match std::env::var("SERVER_CPUS") {
-        Ok(cpus) if !cpus.is_empty() => {
-            let mut command = Command::new("taskset");
-            command.arg("-c").arg(cpus).arg(program);
-            command
-        }
-        _ => Command::new(program),
-    }
-}
-
-/// A `subscriptions/listen` POST of `body` with the headers the transport requires.
-fn listen_request(client: &reqwest::Client, url: &str, body: &'static str) -> reqwest::RequestBuilder {
-    client
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
-        .body(body)
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-async fn wait_ready(url: &str) -> anyhow::Result<()> {
-    let client = reqwest::Client::new();
-    for _ in 0..100 {
-        if client.get(url).send().await.is_ok() {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    bail!("{url} did not come up")
-}
-
-async fn start_bare() -> anyhow::Result<Server> {
-    let port = free_port()?;
-    let child = server_command(&std::env::current_exe()?)
-        .args(["bare", "--bind", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .spawn()?;
-    let url = format!("http://127.0.0.1:{port}/");
-    wait_ready(&url).await?;
-    Ok(Server { child, url, database: None })
-}
-
-async fn start_switchyard(binary: &std::path::Path) -> anyhow::Result<Server> {
-    start_switchyard_with(binary, &[]).await
-}
-
-/// Starts Switchyard with extra `SWITCHYARD_*` settings.
-async fn start_switchyard_with(binary: &std::path::Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
-    start_switchyard_on(binary, free_port()?, env).await
-}
-
-/// Starts Switchyard on `port` (known beforehand, for a resource URI) with extra settings.
-async fn start_switchyard_on(binary: &std::path::Path, port: u16, env: &[(&str, &str)]) -> anyhow::Result<Server> {
-    let database = std::env::temp_dir().join(format!("switchyard-loadtest-{}-{port}.db", std::process::id()));
-    let child = server_command(binary)
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .env("SWITCHYARD_LOG", "warn")
-        .env("SWITCHYARD_DATABASE_URL", format!("sqlite://{}", database.display()))
-        .envs(env.iter().copied())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| {
-            format!("starting {} (build it with cargo build --release -p switchyard)", binary.display())
-        })?;
-    wait_ready(&format!("http://127.0.0.1:{port}/healthz")).await?;
-    Ok(Server { child, url: format!("http://127.0.0.1:{port}/mcp"), database: Some(database) })
-}
-
-/// CPU time (user + system) a process has used so far.
-fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let rest = stat.rsplit_once(')').context("stat format")?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
-    let per_second: u64 = String::from_utf8(Command::new("getconf").arg("CLK_TCK").output()?.stdout)?.trim().parse()?;
-    Ok(Duration::from_secs_f64(ticks as f64 / per_second as f64))
-}
-
-struct Run {
-    requests: usize,
-    wall: Duration,
-    cpu: Duration,
-    latencies: Vec<Duration>,
-}
-
-impl Run {
-    fn per_cpu_second(&self) -> f64 {
-        self.requests as f64 / self.cpu.as_secs_f64().max(1e-9)
-    }
-    fn per_second(&self) -> f64 {
-        self.requests as f64 / self.wall.as_secs_f64()
-    }
-    fn percentile(&self, p: f64) -> Duration {
-        let mut sorted = self.latencies.clone();
-        sorted.sort();
-        sorted[((sorted.len() - 1) as f64 * p) as usize]
-    }
-}
-
-async fn load(
-    server: &Server,
-    body: &'static str,
-    headers: &'static [(&'static str, &'static str)],
-    requests: usize,
-    concurrency: usize,
-) -> anyhow::Result<Run> {
-    load_spread(&[server], body, headers, requests, concurrency, Arc::new(Vec::new())).await
-}
-
-/// [`load`] with bearer tokens: none when `tokens` is empty, else request
-/// `n` sends `tokens[n % len]` (one token: reused; as many as requests: each fresh).
-async fn load_with_tokens(
-    server: &Server,
-    body: &'static str,
-    headers: &'static [(&'static str, &'static str)],
-    requests: usize,
-    concurrency: usize,
-    tokens: Arc<Vec<String>>,
-) -> anyhow::Result<Run> {
-    load_spread(&[server], body, headers, requests, concurrency, tokens).await
-}
-
-/// The load itself: `requests` requests over `concurrency` connections,
-/// request `n` going to `servers[n % len]` (round robin, as a plain load
-/// balancer) with `tokens[n % len]` if any. Server CPU is the sum over
-/// `servers`.
-async fn load_spread(
-    servers: &[&Server],
-    body: &'static str,
-    headers: &'static [(&'static str, &'static str)],
-    requests: usize,
-    concurrency: usize,
-    tokens: Arc<Vec<String>>,
-) -> anyhow::Result<Run> {
-    let client = reqwest::Client::builder().tcp_nodelay(true).pool_max_idle_per_host(concurrency).build()?;
-    let pids: Vec<u32> = servers.iter().map(|s| s.child.id()).collect();
-    let cpu = || pids.iter().map(|pid| cpu_time(*pid)).sum::<anyhow::Result<Duration>>();
-    let urls: Arc<Vec<String>> = Arc::new(servers.iter().map(|s| s.url.clone()).collect());
-    let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(requests));
-    let cpu_before = cpu()?;
-    let started = Instant::now();
-    let workers = (0..concurrency).map(|_| {
-        let (client, urls, remaining) = (client.clone(), Arc::clone(&urls), Arc::clone(&remaining));
-        let tokens = Arc::clone(&tokens);
-        tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            while let Ok(n) =
-                remaining.fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| {
-                    n.checked_sub(1)
-                })
-            {
-                let mut request = client.post(&urls[n % urls.len()]).body(body);
-                if !tokens.is_empty() {
-                    request = request.bearer_auth(&tokens[n % tokens.len()]);
-                }
-                for (k, v) in headers {
-                    request = request.header(*k, *v);
-                }
-                let sent = Instant::now();
-                let response = request.send().await?;
-                let status = response.status();
-                let _ = response.bytes().await?;
-                anyhow::ensure!(status.is_success(), "status {status}");
-                latencies.push(sent.elapsed());
-            }
-            anyhow::Ok(latencies)
-        })
-    });
-    let mut latencies = Vec::with_capacity(requests);
-    for worker in futures::future::join_all(workers).await {
-        latencies.extend(worker??);
-    }
-    let wall = started.elapsed();
-    let cpu = cpu()? - cpu_before;
-    Ok(Run { requests, wall, cpu, latencies })
-}
-
-const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-const CALL_HEADERS: &[(&str, &str)] = &[
-    ("content-type", "application/json"),
-    ("accept", "application/json, text/event-stream"),
-    ("mcp-protocol-version", "2026-07-28"),
-    ("mcp-method", "tools/call"),
-    ("mcp-name", "echo"),
-];
-/// Request headers of one scenario.
-type Headers = &'static [(&'static str, &'static str)];
-const BARE_HEADERS: &[(&str, &str)] = &[("content-type", "application/json")];
-/// Measured rounds per server.
-const ROUNDS: usize = 5;
-
-/// `tools/call` of `echo` with a progress token: the answer comes as SSE.
-const CALL_SSE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-
-async fn tools_call(
-    binary: PathBuf,
-    requests: usize,
-    concurrency: usize,
-    latency_requests: usize,
-) -> anyhow::Result<()> {
-    let bare_server = start_bare().await?;
-    let switchyard = start_switchyard(&binary).await?;
-    // A second Switchyard that records every request's spans and exports them
-    // over OTLP (to the bare server, which drops them).
-    let otlp = bare_server.url.trim_end_matches('/').to_owned();
-    let traced = start_switchyard_with(
-        &binary,
-        &[("SWITCHYARD_TELEMETRY__OTLP_ENDPOINT", &otlp), ("SWITCHYARD_TELEMETRY__TRACE_INTERVAL", "1s")],
-    )
-    .await?;
-    let variants: [(&str, &Server, &'static str, Headers); 4] = [
-        ("bare axum", &bare_server, CALL, BARE_HEADERS),
-        ("switchyard, JSON answer", &switchyard, CALL, CALL_HEADERS),
-        ("switchyard, SSE answer", &switchyard, CALL_SSE, CALL_HEADERS),
-        ("switchyard, every request traced and exported over OTLP", &traced, CALL, CALL_HEADERS),
-    ];
-    // Warm every server (connections, allocator, caches) before measuring.
-    for (_, server, body, headers) in variants {
-        load(server, body, headers, 2_000, concurrency).await?;
-    }
-    // Alternate over several rounds and keep each variant's best round: the
-    // load generator shares this machine's cores, and the best round is the
-    // one least disturbed by it.
-    let mut runs: [Vec<Run>; 4] = Default::default();
-    for _ in 0..ROUNDS {
-        for (i, (_, server, body, headers)) in variants.iter().enumerate() {
-            runs[i].push(load(server, body, headers, requests, concurrency).await?);
-        }
-    }
-    let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
-    let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
-    println!(
-        "## tools/call (echo) vs bare axum, {requests} requests at concurrency {concurrency}; latency at concurrency 1\n"
-    );
-    println!("| server | req/s | req per server CPU-s | ratio to bare | p50 ms | p99 ms | max ms |");
-    println!("|---|---|---|---|---|---|---|");
-    let mut bare_rate = None;
-    let mut json = None;
-    for (i, ((name, server, body, headers), runs)) in variants.iter().zip(runs).enumerate() {
-        let run = best(runs).context("at least one round")?;
-        let latency = load(server, body, headers, latency_requests, 1).await?;
-        let rate = run.per_cpu_second();
-        let base = *bare_rate.get_or_insert(rate);
-        if i == 1 {
-            json = Some((rate / base, latency.percentile(1.0)));
-        }
-        println!(
-            "| {name} | {:.0} | {rate:.0} | {:.2} | {} | {} | {} |",
-            run.per_second(),
-            rate / base,
-            ms(latency.percentile(0.5)),
-            ms(latency.percentile(0.99)),
-            ms(latency.percentile(1.0))
-        );
-    }
-    if let Some((ratio, max)) = json {
-        println!("\nratio (switchyard JSON / bare, per server CPU-second): {ratio:.2} (target >= 0.70)");
-        println!("slowest switchyard JSON response at concurrency 1: {} ms (target < 40 ms)", ms(max));
-    }
-    Ok(())
-}
-
 /// The `state.keys` the replicas of a run share.
 pub(crate) const LOADTEST_STATE_KEY: &str = "lt:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 
@@ -667,13 +387,6 @@ async fn cold_start(binary: &std::path::Path, starts: usize) -> anyhow::Result<(
     Ok(())
 }
 
-/// A value in kB from `/proc/<pid>/status` (`VmRSS`, `VmHWM`).
-fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status.lines().find(|l| l.starts_with(field)).with_context(|| format!("{field} in status"))?;
-    Ok(line.split_whitespace().nth(1).context("a value")?.parse()?)
-}
-
 /// Resident memory idle, at the peak of a `tools/call` load, and after it.
 async fn memory(binary: &std::path::Path, requests: usize, concurrency: usize) -> anyhow::Result<()> {
     let server = start_switchyard(binary).await?;
@@ -741,96 +454,5 @@ async fn all(binary: PathBuf, wasm: PathBuf) -> anyhow::Result<()> {
         }
         println!();
     }
-    Ok(())
-}
-
-const UNITS_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"units_convert","arguments":{"value":1,"from":"mi","to":"km"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-const UPSTREAM_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up_echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-const UPSTREAM_HEADERS: &[(&str, &str)] = &[
-    ("content-type", "application/json"),
-    ("accept", "application/json, text/event-stream"),
-    ("mcp-protocol-version", "2026-07-28"),
-    ("mcp-method", "tools/call"),
-    ("mcp-name", "up_echo"),
-];
-const UNITS_HEADERS: &[(&str, &str)] = &[
-    ("content-type", "application/json"),
-    ("accept", "application/json, text/event-stream"),
-    ("mcp-protocol-version", "2026-07-28"),
-    ("mcp-method", "tools/call"),
-    ("mcp-name", "units_convert"),
-];
-
-/// Registers the units module, and `upstream` as the `up` namespace, through
-/// the admin API of `server`.
-async fn register_plugins(server: &Server, wasm: &std::path::Path, upstream: &Server) -> anyhow::Result<()> {
-    let bytes = std::fs::read(wasm).with_context(|| format!("reading {} (build the example first)", wasm.display()))?;
-    let admin = server.url.replace("/mcp", "/admin/v1");
-    let http = reqwest::Client::new();
-    let uploaded: serde_json::Value = http
-        .post(format!("{admin}/artifacts"))
-        .header("content-type", "application/wasm")
-        .body(bytes)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let body = serde_json::json!({"namespace": "units", "kind": "wasm", "spec": {"artifact": uploaded["sha256"]}});
-    http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
-    let body = serde_json::json!({"namespace": "up", "kind": "upstream", "spec": {"url": upstream.url}});
-    http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
-    Ok(())
-}
-
-async fn plugin_call(
-    binary: PathBuf,
-    wasm: PathBuf,
-    requests: usize,
-    concurrency: usize,
-    latency_requests: usize,
-) -> anyhow::Result<()> {
-    // The upstream runs on loopback, which the outbound policy refuses unless allowed.
-    let server = start_switchyard_with(&binary, &[("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8")]).await?;
-    let upstream = start_switchyard(&binary).await?;
-    register_plugins(&server, &wasm, &upstream).await?;
-    let scenarios: [(&str, &'static str, Headers); 3] = [
-        ("echo (built-in)", CALL, CALL_HEADERS),
-        ("units_convert (WASM)", UNITS_CALL, UNITS_HEADERS),
-        ("up_echo (upstream Switchyard)", UPSTREAM_CALL, UPSTREAM_HEADERS),
-    ];
-    for (_, body, headers) in scenarios {
-        load(&server, body, headers, 2_000, concurrency).await?;
-    }
-    let mut runs: [Vec<Run>; 3] = Default::default();
-    for _ in 0..ROUNDS {
-        for (i, (_, body, headers)) in scenarios.iter().enumerate() {
-            runs[i].push(load(&server, body, headers, requests, concurrency).await?);
-        }
-    }
-    let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
-    let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
-    println!("## tools/call by plugin kind, one server, {requests} requests at concurrency {concurrency}\n");
-    println!("| tool | req/s | req per server CPU-s | ratio to built-in | p50 ms | p99 ms | max ms |");
-    println!("|---|---|---|---|---|---|---|");
-    let mut builtin_rate = None;
-    for ((name, body, headers), runs) in scenarios.iter().zip(runs) {
-        let run = best(runs).context("at least one round")?;
-        let latency = load(&server, body, headers, latency_requests, 1).await?;
-        let rate = run.per_cpu_second();
-        let base = *builtin_rate.get_or_insert(rate);
-        println!(
-            "| {name} | {:.0} | {:.0} | {:.2} | {} | {} | {} |",
-            run.per_second(),
-            rate,
-            rate / base,
-            ms(latency.percentile(0.5)),
-            ms(latency.percentile(0.99)),
-            ms(latency.percentile(1.0))
-        );
-    }
-    println!(
-        "\nServer CPU is the front server's only; an upstream call also costs the upstream's own CPU, and its wall rate shows the round trip."
-    );
     Ok(())
 }

@@ -1,0 +1,102 @@
+//! `plugin-call`: a WASM tool and an upstream tool against the built-in
+//! `echo` on the same server, per server CPU-second.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::load::{Run, load};
+use crate::servers::{Server, start_switchyard, start_switchyard_with};
+use crate::tools_call::{CALL, CALL_HEADERS, Headers, ROUNDS};
+
+pub(crate) const UNITS_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"units_convert","arguments":{"value":1,"from":"mi","to":"km"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+pub(crate) const UPSTREAM_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up_echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+pub(crate) const UPSTREAM_HEADERS: &[(&str, &str)] = &[
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+    ("mcp-protocol-version", "2026-07-28"),
+    ("mcp-method", "tools/call"),
+    ("mcp-name", "up_echo"),
+];
+pub(crate) const UNITS_HEADERS: &[(&str, &str)] = &[
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+    ("mcp-protocol-version", "2026-07-28"),
+    ("mcp-method", "tools/call"),
+    ("mcp-name", "units_convert"),
+];
+
+/// Registers the units module, and `upstream` as the `up` namespace, through
+/// the admin API of `server`.
+pub(crate) async fn register_plugins(server: &Server, wasm: &std::path::Path, upstream: &Server) -> anyhow::Result<()> {
+    let bytes = std::fs::read(wasm).with_context(|| format!("reading {} (build the example first)", wasm.display()))?;
+    let admin = server.url.replace("/mcp", "/admin/v1");
+    let http = reqwest::Client::new();
+    let uploaded: serde_json::Value = http
+        .post(format!("{admin}/artifacts"))
+        .header("content-type", "application/wasm")
+        .body(bytes)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let body = serde_json::json!({"namespace": "units", "kind": "wasm", "spec": {"artifact": uploaded["sha256"]}});
+    http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
+    let body = serde_json::json!({"namespace": "up", "kind": "upstream", "spec": {"url": upstream.url}});
+    http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
+    Ok(())
+}
+
+pub(crate) async fn plugin_call(
+    binary: PathBuf,
+    wasm: PathBuf,
+    requests: usize,
+    concurrency: usize,
+    latency_requests: usize,
+) -> anyhow::Result<()> {
+    // The upstream runs on loopback, which the outbound policy refuses unless allowed.
+    let server = start_switchyard_with(&binary, &[("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8")]).await?;
+    let upstream = start_switchyard(&binary).await?;
+    register_plugins(&server, &wasm, &upstream).await?;
+    let scenarios: [(&str, &'static str, Headers); 3] = [
+        ("echo (built-in)", CALL, CALL_HEADERS),
+        ("units_convert (WASM)", UNITS_CALL, UNITS_HEADERS),
+        ("up_echo (upstream Switchyard)", UPSTREAM_CALL, UPSTREAM_HEADERS),
+    ];
+    for (_, body, headers) in scenarios {
+        load(&server, body, headers, 2_000, concurrency).await?;
+    }
+    let mut runs: [Vec<Run>; 3] = Default::default();
+    for _ in 0..ROUNDS {
+        for (i, (_, body, headers)) in scenarios.iter().enumerate() {
+            runs[i].push(load(&server, body, headers, requests, concurrency).await?);
+        }
+    }
+    let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
+    let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
+    println!("## tools/call by plugin kind, one server, {requests} requests at concurrency {concurrency}\n");
+    println!("| tool | req/s | req per server CPU-s | ratio to built-in | p50 ms | p99 ms | max ms |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut builtin_rate = None;
+    for ((name, body, headers), runs) in scenarios.iter().zip(runs) {
+        let run = best(runs).context("at least one round")?;
+        let latency = load(&server, body, headers, latency_requests, 1).await?;
+        let rate = run.per_cpu_second();
+        let base = *builtin_rate.get_or_insert(rate);
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.2} | {} | {} | {} |",
+            run.per_second(),
+            rate,
+            rate / base,
+            ms(latency.percentile(0.5)),
+            ms(latency.percentile(0.99)),
+            ms(latency.percentile(1.0))
+        );
+    }
+    println!(
+        "\nServer CPU is the front server's only; an upstream call also costs the upstream's own CPU, and its wall rate shows the round trip."
+    );
+    Ok(())
+}
