@@ -66,11 +66,11 @@ impl Call<'_> {
         }
     }
 
-    pub(crate) async fn call_tool(&self, name: &str, arguments: &Map<String, Value>) -> Result<Value, Error> {
+    pub(crate) async fn call_tool(&self, name: &str, arguments: Option<&Map<String, Value>>) -> Result<Value, Error> {
         let tool = self.snapshot.tool(name).ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
         self.deps.config.policy.authorize(&self.request.caller, tool)?;
         // The schema validator reads a `Value`; the plugin is handed this one's map.
-        let arguments = Value::Object(arguments.clone());
+        let arguments = Value::Object(arguments.cloned().unwrap_or_default());
         tool.input_schema
             .validate(&arguments)
             .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
@@ -119,7 +119,8 @@ impl Call<'_> {
         Ok(Answer::cached(result, policy))
     }
 
-    pub(crate) async fn get_prompt(&self, name: &str, arguments: &Map<String, Value>) -> Result<Value, Error> {
+    pub(crate) async fn get_prompt(&self, name: &str, arguments: Option<&Map<String, Value>>) -> Result<Value, Error> {
+        let arguments = arguments.cloned().unwrap_or_default();
         let prompt = self.snapshot.prompt(name).ok_or_else(|| Error::UnknownPrompt(name.to_owned()))?;
         self.deps.config.policy.authorize(&self.request.caller, prompt)?;
         let missing: Vec<String> =

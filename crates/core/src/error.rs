@@ -189,7 +189,7 @@ impl Error {
     /// rest is the client's own doing and logs nothing.
     pub fn log_internal(&self) {
         match self {
-            Self::TaskStore(cause) => tracing::error!(error = %chain(cause), "task store failed"),
+            Self::TaskStore(cause) => tracing::error!(error = %cause, "task store failed"),
             // The problems quote the output itself, which may hold user
             // data: only their number goes to the log.
             Self::InvalidOutput { tool, problems } => {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use switchyard_protocol::version::Era;
-use switchyard_protocol::{ErrorObject, Method, Params, ParamsError, RequestId, RequestMeta};
+use switchyard_protocol::{ErrorObject, Malformed, Method, Params, RequestId, RequestMeta};
 
 use crate::caching::CachePolicy;
 use crate::catalog::{HeaderParam, Snapshot};
@@ -23,7 +23,7 @@ pub struct Prepared {
     /// What the method reads from its parameters, typed; or why they do not
     /// fit it (answered `-32602` when the request is executed, after the
     /// transport's own checks, as DIGEST §8.6 orders them).
-    pub params: Result<Params, ParamsError>,
+    pub params: Result<Params, Malformed>,
     /// The members of the parameters no method reads: a legacy request's
     /// `_meta` (a modern one's is in `meta`), extensions we do not serve.
     pub rest: Map<String, Value>,
@@ -43,27 +43,32 @@ impl Prepared {
     /// The `x-mcp-header` arguments of the tool a `tools/call` names (none
     /// for any other request, or a tool the catalog does not have).
     pub fn header_params(&self) -> &[HeaderParam] {
-        match &self.params {
-            Ok(Params::CallTool { name, .. }) => self.snapshot.tool(name).map_or(&[], |t| t.header_params.as_slice()),
+        match (&self.method, self.name()) {
+            (Method::CallTool, Some(tool)) => self.snapshot.tool(tool).map_or(&[], |t| t.header_params.as_slice()),
             _ => &[],
         }
     }
 
     /// The parameters, or the `-32602` their shape earns.
     pub(crate) fn typed(&self) -> Result<&Params, crate::Error> {
-        self.params.as_ref().map_err(|error| crate::Error::Params(error.clone()))
+        self.params.as_ref().map_err(|malformed| crate::Error::Params(malformed.error.clone()))
     }
 
-    /// The item the request names (`name`, `uri` or `taskId`), when its
-    /// parameters fit its method.
+    /// The item the request names (`name`, `uri` or `taskId`), when that
+    /// member is a string (even if another member is malformed: the
+    /// header checks that come first compare it).
     pub fn name(&self) -> Option<&str> {
-        self.params.as_ref().ok().and_then(Params::name)
+        match &self.params {
+            Ok(params) => params.name(),
+            Err(malformed) => malformed.name.as_deref(),
+        }
     }
 
-    /// The arguments of a `tools/call`.
+    /// The arguments of a `tools/call`, when they are an object.
     pub fn tool_arguments(&self) -> Option<&Map<String, Value>> {
-        match &self.params {
-            Ok(Params::CallTool { arguments, .. }) => Some(arguments),
+        match (&self.method, &self.params) {
+            (_, Ok(Params::CallTool { arguments, .. })) => arguments.as_ref(),
+            (Method::CallTool, Err(malformed)) => malformed.arguments.as_ref(),
             _ => None,
         }
     }

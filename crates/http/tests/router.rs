@@ -138,6 +138,21 @@ async fn each_fault_is_refused_at_its_step_and_the_first_step_wins() {
     let (status, _, reply) = send(&app, Request::from_parts(parts, Body::from(body.to_string()))).await;
     assert_eq!((status, code(&reply)), (StatusCode::BAD_REQUEST, -32602));
     assert_eq!(reply["error"]["message"], "params.name must be a string");
+    // A header that disagrees with the body is -32020 even when another
+    // member of the body is malformed too: the header checks come first.
+    let both = request("tools/call", json!({ "name": "b", "arguments": [] }));
+    let (status, _, reply) = send(&app, with_header(both, "mcp-name", Some("a"))).await;
+    assert_eq!((status, code(&reply)), (StatusCode::BAD_REQUEST, -32020));
+    let state = request("tools/call", json!({ "name": "b", "requestState": 5 }));
+    assert_eq!(code(&send(&app, with_header(state, "mcp-name", Some("a"))).await.2), -32020);
+    // A legacy client asking for a method its era lacks: unknown, whatever its parameters.
+    let legacy = Request::post("/mcp")
+        .header(header::HOST, "localhost")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(r#"{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{}}"#))
+        .unwrap();
+    let (status, _, reply) = send(&app, legacy).await;
+    assert_eq!((status, code(&reply)), (StatusCode::NOT_FOUND, -32601));
     // An unknown method is 404; a notification 202; GET has no stream here.
     let (status, _, reply) = send(&app, request("no/such", json!({}))).await;
     assert_eq!((status, code(&reply)), (StatusCode::NOT_FOUND, -32601));

@@ -32,5 +32,5 @@ pub use error::ErrorObject;
 pub use jsonrpc::{Incoming, RequestId};
 pub use meta::RequestMeta;
 pub use method::Method;
-pub use params::{Params, ParamsError};
+pub use params::{Malformed, Params, ParamsError};
 pub use version::ProtocolVersion;

@@ -18,8 +18,9 @@ pub enum Params {
     CallTool {
         /// The tool.
         name: String,
-        /// Its arguments (an absent or `null` member reads as none).
-        arguments: Map<String, Value>,
+        /// Its arguments; `None` when the member is absent or `null` (a
+        /// sealed `requestState` binds to the request as sent).
+        arguments: Option<Map<String, Value>>,
         /// The answers and state of a later round.
         retry: Retry,
     },
@@ -34,8 +35,8 @@ pub enum Params {
     GetPrompt {
         /// The prompt.
         name: String,
-        /// Its arguments, every value a string.
-        arguments: Map<String, Value>,
+        /// Its arguments, every value a string; `None` when absent or `null`.
+        arguments: Option<Map<String, Value>>,
         /// The answers and state of a later round.
         retry: Retry,
     },
@@ -141,45 +142,75 @@ pub enum ParamsError {
     UnknownReference,
 }
 
+/// Parameters that do not fit their method: why, and what of them the
+/// transport's checks before the method runs still compare with its
+/// headers (`Mcp-Name`, `Mcp-Param-*`), as far as those members were well
+/// formed themselves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Malformed {
+    /// The first member of the wrong shape.
+    pub error: ParamsError,
+    /// The item the request names, when that member is a string.
+    pub name: Option<String>,
+    /// A `tools/call`'s arguments, when they are an object.
+    pub arguments: Option<Map<String, Value>>,
+}
+
 impl Params {
     /// Takes what `method` needs out of `params`.
     ///
     /// # Errors
-    /// The first member of the wrong shape.
-    pub fn take(method: &Method, params: &mut Map<String, Value>) -> Result<Self, ParamsError> {
-        Ok(match method {
-            Method::CallTool => Self::CallTool {
-                name: required_string(params, "name", "params.name")?,
-                arguments: optional_object(params, "arguments", "params.arguments")?,
-                retry: Retry::take(params)?,
-            },
-            Method::ReadResource => {
-                Self::ReadResource { uri: required_string(params, "uri", "params.uri")?, retry: Retry::take(params)? }
-            }
-            Method::GetPrompt => {
-                let name = required_string(params, "name", "params.name")?;
-                let arguments = optional_object(params, "arguments", "params.arguments")?;
-                if let Some((key, _)) = arguments.iter().find(|(_, value)| !value.is_string()) {
-                    return Err(ParamsError::NotString(format!("prompt argument {key}")));
+    /// The first member of the wrong shape, with the name and arguments
+    /// read before it.
+    pub fn take(method: &Method, params: &mut Map<String, Value>) -> Result<Self, Malformed> {
+        let malformed = |error| Malformed { error, name: None, arguments: None };
+        match method {
+            Method::CallTool | Method::GetPrompt => {
+                let name = required_string(params, "name", "params.name").map_err(malformed)?;
+                let arguments = optional_object(params, "arguments", "params.arguments")
+                    .map_err(|error| Malformed { error, name: Some(name.clone()), arguments: None })?;
+                let rest = |error| Malformed { error, name: Some(name.clone()), arguments: arguments.clone() };
+                if *method == Method::GetPrompt
+                    && let Some((key, _)) = arguments.iter().flatten().find(|(_, value)| !value.is_string())
+                {
+                    return Err(rest(ParamsError::NotString(format!("prompt argument {key}"))));
                 }
-                Self::GetPrompt { name, arguments, retry: Retry::take(params)? }
+                let retry = Retry::take(params).map_err(rest)?;
+                Ok(if *method == Method::CallTool {
+                    Self::CallTool { name, arguments, retry }
+                } else {
+                    Self::GetPrompt { name, arguments, retry }
+                })
             }
+            Method::ReadResource | Method::GetTask | Method::CancelTask | Method::UpdateTask => {
+                let member = if *method == Method::ReadResource { "uri" } else { "taskId" };
+                let named = if *method == Method::ReadResource { "params.uri" } else { "params.taskId" };
+                let name = required_string(params, member, named).map_err(malformed)?;
+                let rest = |error| Malformed { error, name: Some(name.clone()), arguments: None };
+                Ok(match method {
+                    Method::ReadResource => Self::ReadResource { retry: Retry::take(params).map_err(rest)?, uri: name },
+                    Method::UpdateTask => {
+                        let Some(Value::Object(input_responses)) = params.remove("inputResponses") else {
+                            return Err(rest(ParamsError::Missing("params.inputResponses (an object)")));
+                        };
+                        objects_only(&input_responses).map_err(rest)?;
+                        Self::UpdateTask { task_id: name, input_responses }
+                    }
+                    _ => Self::Task { task_id: name },
+                })
+            }
+            _ => Self::take_unnamed(method, params).map_err(malformed),
+        }
+    }
+
+    /// The methods whose parameters name no item.
+    fn take_unnamed(method: &Method, params: &mut Map<String, Value>) -> Result<Self, ParamsError> {
+        Ok(match method {
             Method::Complete => Self::take_complete(params)?,
             Method::ListTools | Method::ListPrompts | Method::ListResources | Method::ListResourceTemplates => {
                 Self::List { cursor: optional_string(params, "cursor", "params.cursor")? }
             }
             Method::Listen => Self::Listen(ListenFilter::take(params)?),
-            Method::GetTask | Method::CancelTask => {
-                Self::Task { task_id: required_string(params, "taskId", "params.taskId")? }
-            }
-            Method::UpdateTask => {
-                let task_id = required_string(params, "taskId", "params.taskId")?;
-                let Some(Value::Object(input_responses)) = params.remove("inputResponses") else {
-                    return Err(ParamsError::Missing("params.inputResponses (an object)"));
-                };
-                objects_only(&input_responses)?;
-                Self::UpdateTask { task_id, input_responses }
-            }
             Method::Initialize => {
                 // Negotiated leniently: a version of another shape is no version.
                 let protocol_version = match params.remove("protocolVersion") {
@@ -242,7 +273,9 @@ impl Params {
         match self {
             Self::CallTool { name, arguments, .. } | Self::GetPrompt { name, arguments, .. } => {
                 rest.insert("name".into(), Value::from(name.as_str()));
-                rest.insert("arguments".into(), Value::Object(arguments.clone()));
+                if let Some(arguments) = arguments {
+                    rest.insert("arguments".into(), Value::Object(arguments.clone()));
+                }
             }
             Self::ReadResource { uri, .. } => {
                 rest.insert("uri".into(), Value::from(uri.as_str()));
@@ -315,10 +348,14 @@ fn optional_string(params: &mut Map<String, Value>, key: &str, named: &str) -> R
     }
 }
 
-fn optional_object(params: &mut Map<String, Value>, key: &str, named: &str) -> Result<Map<String, Value>, ParamsError> {
+fn optional_object(
+    params: &mut Map<String, Value>,
+    key: &str,
+    named: &str,
+) -> Result<Option<Map<String, Value>>, ParamsError> {
     match params.remove(key) {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(map)) => Ok(map),
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(map)) => Ok(Some(map)),
         Some(_) => Err(ParamsError::NotObject(named.into())),
     }
 }
@@ -344,7 +381,7 @@ mod tests {
 
     use super::*;
 
-    fn take(method: &str, params: Value) -> (Result<Params, ParamsError>, Map<String, Value>) {
+    fn take(method: &str, params: Value) -> (Result<Params, Malformed>, Map<String, Value>) {
         let Value::Object(mut params) = params else { panic!("an object") };
         (Params::take(&Method::parse(method), &mut params), params)
     }
@@ -358,7 +395,7 @@ mod tests {
         let params = params.unwrap();
         assert_eq!(params.name(), Some("echo"));
         let Params::CallTool { arguments, retry, .. } = &params else { panic!("{params:?}") };
-        assert_eq!(arguments["text"], "hi");
+        assert_eq!(arguments.as_ref().unwrap()["text"], "hi");
         assert!(retry.is_retry() && retry.input_responses.is_none());
         assert_eq!(Value::Object(rest.clone()), json!({"_meta": {"progressToken": 1}}));
         // What a sealed state is bound to: the request without its round's members.
@@ -403,7 +440,35 @@ mod tests {
             ("tasks/update", json!({"taskId": "t"}), "params.inputResponses (an object) is required"),
         ] {
             let (taken, _) = take(method, params.clone());
-            assert_eq!(taken.unwrap_err().to_string(), said, "{method} {params}");
+            assert_eq!(taken.unwrap_err().error.to_string(), said, "{method} {params}");
+        }
+    }
+
+    #[test]
+    fn malformed_parameters_keep_what_the_header_checks_compare() {
+        let (taken, _) = take("tools/call", json!({"name": "b", "arguments": {"k": 1}, "requestState": 5}));
+        let malformed = taken.unwrap_err();
+        assert_eq!(malformed.error, ParamsError::NotString("requestState".into()));
+        assert_eq!(
+            (malformed.name.as_deref(), malformed.arguments),
+            (Some("b"), Some(json!({"k": 1}).as_object().unwrap().clone()))
+        );
+        let (taken, _) = take("tools/call", json!({"name": "b", "arguments": []}));
+        assert_eq!(taken.unwrap_err().name.as_deref(), Some("b"), "the name, though the arguments are not an object");
+        let (taken, _) = take("tasks/update", json!({"taskId": "t"}));
+        assert_eq!(taken.unwrap_err().name.as_deref(), Some("t"));
+        let (taken, _) = take("tools/call", json!({"name": 7}));
+        assert_eq!(taken.unwrap_err().name, None);
+    }
+
+    #[test]
+    fn a_request_is_bound_as_it_was_sent() {
+        // Without arguments, as with them: what a sealed state digests is
+        // the request's members as the client sent them (and as replicas
+        // before typed parameters digested them).
+        for sent in [json!({"name": "t"}), json!({"name": "t", "arguments": {}}), json!({"name": "t", "x": 1})] {
+            let (params, rest) = take("tools/call", sent.clone());
+            assert_eq!(Value::Object(params.unwrap().bound(rest)), sent);
         }
     }
 

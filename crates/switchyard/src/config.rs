@@ -303,7 +303,7 @@ impl Config {
             Duration::from_secs(10),
         );
 
-        let redis_url = raw.redis_url.filter(|u| !u.is_empty());
+        let redis_url = raw.redis_url;
         if redis_url.as_deref().is_some_and(|url| !(url.starts_with("redis://") || url.starts_with("rediss://"))) {
             problems.push("redis_url: must start with redis:// or rediss://");
         }
@@ -366,15 +366,27 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Checks `raw`, handing upstream the variables of `environment` that
+    /// `upstream.secret_env` grants (`SWITCHYARD_*` never are).
+    ///
+    /// # Errors
+    /// Every problem found.
+    pub fn from_raw(raw: RawConfig, environment: impl IntoIterator<Item = (String, String)>) -> Result<Self, Invalid> {
+        let environment = environment.into_iter().filter(|(name, _)| !name.starts_with(ENV_PREFIX)).collect();
+        let mut problems = Problems::new();
+        let config = Self::check(raw, environment, &mut problems);
+        if problems.is_empty() { Ok(config) } else { Err(Invalid(problems.into_vec())) }
+    }
+}
+
 impl TryFrom<RawConfig> for Config {
     type Error = Invalid;
 
     /// Checks `raw` alone: no environment, so `upstream.secret_env` grants
-    /// no values ([`Config::load`] hands the environment on).
+    /// no values ([`Config::load`] and [`Config::from_raw`] hand one on).
     fn try_from(raw: RawConfig) -> Result<Self, Invalid> {
-        let mut problems = Problems::new();
-        let config = Self::check(raw, Environment::new(), &mut problems);
-        if problems.is_empty() { Ok(config) } else { Err(Invalid(problems.into_vec())) }
+        Self::from_raw(raw, [])
     }
 }
 

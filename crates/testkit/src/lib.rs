@@ -82,8 +82,9 @@ impl App {
     /// When the configuration is invalid.
     pub async fn start_on(listener: tokio::net::TcpListener, env: &[(&str, &str)]) -> Self {
         let pairs = with_shared_keys(env).iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<Vec<_>>();
-        let raw = RawConfig::load(None, pairs).expect("test configuration is valid");
-        Self::start_raw(listener, raw).await
+        let raw = RawConfig::load(None, pairs.clone()).expect("test configuration is valid");
+        // The other variables stay the environment upstream grants are read from.
+        Self::start_in(listener, raw, pairs).await
     }
 
     /// Starts a server configured by `raw` on `listener`; unless `raw` names
@@ -91,7 +92,15 @@ impl App {
     ///
     /// # Panics
     /// When the configuration is invalid.
-    pub async fn start_raw(listener: tokio::net::TcpListener, mut raw: RawConfig) -> Self {
+    pub async fn start_raw(listener: tokio::net::TcpListener, raw: RawConfig) -> Self {
+        Self::start_in(listener, raw, Vec::new()).await
+    }
+
+    async fn start_in(
+        listener: tokio::net::TcpListener,
+        mut raw: RawConfig,
+        environment: Vec<(String, String)>,
+    ) -> Self {
         let address = listener.local_addr().expect("local address");
         // The real address, so what derives from it (the OAuth resource URI)
         // is right, unless the test configures a bind of its own (to see
@@ -103,7 +112,7 @@ impl App {
             raw.database_url = Some(format!("sqlite://{}", dir.path().join("registry.db").display()));
             database_dir = Some(dir);
         }
-        let config = Config::try_from(raw).expect("test configuration is valid");
+        let config = Config::from_raw(raw, environment).expect("test configuration is valid");
         let endpoint = config.http.endpoint.clone();
         let app = Switchyard::build(config).await.expect("build switchyard");
         let shutdown = CancellationToken::new();

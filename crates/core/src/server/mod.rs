@@ -406,20 +406,17 @@ impl Server {
         if let Some(result) = self.dispatch_shared(&request, &snapshot, notifier, &capabilities, cancel).await {
             return result.map(Dispatched::Result);
         }
-        let result = match request.typed()? {
-            Params::Initialize { protocol_version } => legacy::initialize_result(
-                protocol_version.as_deref(),
-                &self.server_info,
-                self.config.instructions.as_deref(),
-            ),
-            Params::None
-                if matches!(
-                    request.method,
-                    Method::Ping | Method::SetLogLevel | Method::Subscribe | Method::Unsubscribe
-                ) =>
-            {
-                json!({})
+        // A method the legacy era does not serve is unknown before its
+        // parameters are looked at.
+        let result = match (&request.method, request.typed()) {
+            (Method::Initialize, params) => {
+                let protocol_version = match params? {
+                    Params::Initialize { protocol_version } => protocol_version.as_deref(),
+                    _ => None,
+                };
+                legacy::initialize_result(protocol_version, &self.server_info, self.config.instructions.as_deref())
             }
+            (Method::Ping | Method::SetLogLevel | Method::Subscribe | Method::Unsubscribe, _) => json!({}),
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
         Ok(Dispatched::Result(result.into()))
@@ -469,9 +466,13 @@ impl Server {
             (Method::ListResourceTemplates, Params::List { cursor }) => {
                 self.list(cursor, caller, &snapshot.templates, "resourceTemplates", snapshot)
             }
-            (_, Params::CallTool { name, arguments, .. }) => call.call_tool(name, arguments).await.map(Answer::from),
+            (_, Params::CallTool { name, arguments, .. }) => {
+                call.call_tool(name, arguments.as_ref()).await.map(Answer::from)
+            }
             (_, Params::ReadResource { uri, .. }) => call.read_resource(uri).await,
-            (_, Params::GetPrompt { name, arguments, .. }) => call.get_prompt(name, arguments).await.map(Answer::from),
+            (_, Params::GetPrompt { name, arguments, .. }) => {
+                call.get_prompt(name, arguments.as_ref()).await.map(Answer::from)
+            }
             (_, Params::Complete { reference, argument, value, context }) => {
                 call.complete(reference, argument, value, context).await.map(Answer::from)
             }

@@ -129,9 +129,10 @@ pub struct Transition {
 /// A store that could not be used, or a task it cannot hand back.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The store itself failed (its database could not be reached, say).
-    #[error("task store unavailable")]
-    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store itself failed (its database could not be reached, say);
+    /// the message carries the cause's whole chain, for the logs that print it.
+    #[error("task store unavailable: {}", crate::error::chain(.0.as_ref()))]
+    Unavailable(Box<dyn std::error::Error + Send + Sync>),
     /// A stored task cannot be read back as one.
     #[error("task {id} is stored unreadably: {reason}")]
     Unreadable {
