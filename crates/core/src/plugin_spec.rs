@@ -1,49 +1,11 @@
 //! What every plugin kind's spec parser shares: the kinds themselves
-//! ([`PluginKind`], which the registry stores, the admin API accepts and the
-//! plugin factory builds), an error that names the field at fault, and the
-//! refusal of unknown fields (a typo must not silently drop a limit).
+//! ([`PluginKind`], from `protocol`, where the registry finds it too), an
+//! error that names the field at fault, and the refusal of unknown fields (a
+//! typo must not silently drop a limit).
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// The kinds of plugin the platform knows how to build.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PluginKind {
-    /// Compiled into the binary.
-    Builtin,
-    /// A sandboxed WebAssembly module.
-    Wasm,
-    /// A remote MCP server whose tools are republished.
-    Upstream,
-}
-
-impl PluginKind {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Builtin => "builtin",
-            Self::Wasm => "wasm",
-            Self::Upstream => "upstream",
-        }
-    }
-
-    /// Parses a stored or submitted name.
-    pub fn parse(name: &str) -> Option<Self> {
-        Some(match name {
-            "builtin" => Self::Builtin,
-            "wasm" => Self::Wasm,
-            "upstream" => Self::Upstream,
-            _ => return None,
-        })
-    }
-}
-
-impl std::fmt::Display for PluginKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use switchyard_protocol::PluginKind;
 
 /// A field of a plugin's registration is wrong: what a kind's spec parser
 /// and the plugin factory refuse, and what the admin API answers 422 with.

@@ -9,6 +9,7 @@
 //! - [`jsonrpc`]: requests, notifications, responses, [`RequestId`], [`ErrorObject`].
 //! - [`method`]: the [`Method`] enum, parsed from the method string in one `match`.
 //! - [`params`]: each method's parameters as one typed [`Params`], read once.
+//! - [`plugin_kind`]: the kinds of plugin a registration names, shared with the registry.
 //! - [`error`]: the numeric error codes and constructors for the MCP-specific errors.
 //! - [`meta`]: `_meta` keys and the per-request [`RequestMeta`].
 //! - [`version`]: protocol revisions we serve and the era of each.
@@ -26,6 +27,7 @@ pub mod logging;
 pub mod meta;
 pub mod method;
 pub mod params;
+pub mod plugin_kind;
 pub mod version;
 
 pub use error::ErrorObject;
@@ -33,4 +35,5 @@ pub use jsonrpc::{Incoming, RequestId};
 pub use meta::RequestMeta;
 pub use method::Method;
 pub use params::{Malformed, Params, ParamsError};
+pub use plugin_kind::PluginKind;
 pub use version::ProtocolVersion;

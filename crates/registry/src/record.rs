@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use switchyard_core::plugin_spec::PluginKind;
+pub use switchyard_protocol::PluginKind;
 
 use crate::{Error, Result};
 

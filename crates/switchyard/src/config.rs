@@ -373,7 +373,8 @@ impl Config {
     /// # Errors
     /// Every problem found.
     pub fn from_raw(raw: RawConfig, environment: impl IntoIterator<Item = (String, String)>) -> Result<Self, Invalid> {
-        let environment = environment.into_iter().filter(|(name, _)| !name.starts_with(ENV_PREFIX)).collect();
+        // `upstream` itself never grants `SWITCHYARD_*` (SecretPolicy::grants).
+        let environment = environment.into_iter().collect();
         let mut problems = Problems::new();
         let config = Self::check(raw, environment, &mut problems);
         if problems.is_empty() { Ok(config) } else { Err(Invalid(problems.into_vec())) }
