@@ -198,6 +198,10 @@ enum Scenario {
         /// Sequential calls per measurement.
         #[arg(long, default_value_t = 3_000)]
         calls: u32,
+        /// Measure only the pooling allocator (for a profiler's eyes: no
+        /// on-demand rows, one compilation).
+        #[arg(long)]
+        pooling_only: bool,
     },
 }
 
@@ -220,7 +224,9 @@ fn main() -> anyhow::Result<()> {
         Scenario::AuthCall { switchyard, requests, concurrency } => {
             runtime.block_on(auth_call::auth_call(&switchyard, requests, concurrency))
         }
-        Scenario::WasmCall { wasm, calls } => runtime.block_on(wasm_call::wasm_call(&wasm, calls)),
+        Scenario::WasmCall { wasm, calls, pooling_only } => {
+            runtime.block_on(wasm_call::wasm_call(&wasm, calls, pooling_only))
+        }
         Scenario::PluginCall { switchyard, wasm, requests, concurrency, latency_requests } => {
             runtime.block_on(plugin_call(switchyard, wasm, requests, concurrency, latency_requests))
         }
@@ -441,7 +447,7 @@ async fn all(binary: PathBuf, wasm: PathBuf) -> anyhow::Result<()> {
         ("tools-call", Box::pin(tools_call(binary.clone(), 50_000, 16, 2_000))),
         ("auth-call", Box::pin(auth_call::auth_call(&binary, 10_000, 16))),
         ("plugin-call", Box::pin(plugin_call(binary.clone(), wasm.clone(), 20_000, 16, 2_000))),
-        ("wasm-call", Box::pin(wasm_call::wasm_call(&wasm, 3_000))),
+        ("wasm-call", Box::pin(wasm_call::wasm_call(&wasm, 3_000, false))),
         ("fanout", Box::pin(fanout::fanout(&binary, 1_000, 20, 5))),
         ("listen-burst", Box::pin(listen_burst::listen_burst(&binary, 2_000))),
         ("replicas", Box::pin(replicas(&binary, 50_000, 16))),

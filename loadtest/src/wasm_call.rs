@@ -48,13 +48,14 @@ async fn per_call(
     Ok(started.elapsed() / calls)
 }
 
-pub(crate) async fn wasm_call(units: &Path, calls: u32) -> anyhow::Result<()> {
+pub(crate) async fn wasm_call(units: &Path, calls: u32, pooling_only: bool) -> anyhow::Result<()> {
     let units =
         std::fs::read(units).with_context(|| format!("reading {} (build the example first)", units.display()))?;
     println!("## one WASM tool call in process, no HTTP, {calls} sequential calls\n");
     println!("| allocator | empty module (host floor) | units_convert |");
     println!("|---|---|---|");
-    for pooling in [true, false] {
+    let allocators: &[bool] = if pooling_only { &[true] } else { &[true, false] };
+    for &pooling in allocators {
         let runtime = Runtime::new(RuntimeConfig { pooling, ..RuntimeConfig::default() })?;
         let floor = per_call(&runtime, empty_module(), "t", calls).await?;
         let convert = per_call(&runtime, units.clone(), "convert", calls).await?;

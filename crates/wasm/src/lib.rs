@@ -15,7 +15,9 @@
 //!   ([`HostDirs`]), so a plugin author cannot preopen `/proc` or a mounted
 //!   service-account token.
 //! - [`WasmPlugin`]: a `core::Plugin`. Its tool list is read once from the
-//!   module at load; every call runs in a fresh instance on a blocking thread.
+//!   module at load; every call runs in a fresh instance, on a fiber polled
+//!   by the calling task (the guest yields to other tasks at every epoch
+//!   tick, and a blocking thread's hand-off would cost more than the call).
 //!
 //! Isolation: WASI preview 1 with nothing granted by default: no preopened
 //! directories, no environment, no arguments, no stdin; stdout is discarded

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, ResourceLimiter,
+    Config, Enabled, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, ResourceLimiter,
     Store, Trap, UpdateDeadline,
 };
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -23,6 +23,11 @@ use crate::spec::{Grants, Limits};
 const TICK: Duration = Duration::from_millis(10);
 /// How much of a failing module's stderr is kept to explain the failure.
 const STDERR_CAPACITY: usize = 4096;
+/// How much of a pooled slot's linear memory stays resident between calls
+/// (reset to the module's image in place, not given back to the kernel).
+const KEEP_RESIDENT: usize = 1 << 20;
+/// The same for a slot's tables.
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 /// The largest JSON document a module may hand back.
 const MAX_OUTPUT: usize = 8 << 20;
 
@@ -156,7 +161,7 @@ impl Runtime {
             Err(error) => return Err(LoadError::Invalid(error.to_string())),
         };
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |state: &mut HostState| &mut state.wasi)
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state: &mut HostState| &mut state.wasi)
             .map_err(|e| LoadError::Invalid(e.to_string()))?;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (weak, stop) = (engine.weak(), Arc::clone(&ticker_stop));
@@ -192,7 +197,19 @@ impl Runtime {
             pool.total_core_instances(config.max_instances)
                 .total_memories(config.max_instances)
                 .total_tables(config.max_instances)
-                .max_memory_size(config.max_memory_bytes);
+                // Every call runs on a fiber of its own: one stack per instance.
+                .total_stacks(config.max_instances)
+                .max_memory_size(config.max_memory_bytes)
+                // A slot's pages that the last call dirtied are found with the
+                // PAGEMAP_SCAN ioctl (Linux 6.7 and later; elsewhere this is
+                // off) and put back to the module's image with `memset`,
+                // instead of `madvise` giving them all back and the next call
+                // faulting each in again: that pair was a third of a call's
+                // cost. Each slot keeps at most this much resident, so what
+                // the pool holds stays within `max_instances` times it.
+                .pagemap_scan(Enabled::Auto)
+                .linear_memory_keep_resident(KEEP_RESIDENT.min(config.max_memory_bytes))
+                .table_keep_resident(TABLE_KEEP_RESIDENT);
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         Engine::new(&wasm)
@@ -242,9 +259,17 @@ impl Runtime {
         self.linker.instantiate_pre(module).map_err(|e| LoadError::Invalid(format!("{e:#}")))
     }
 
-    /// Waits for an instance slot, then runs `entry` on a blocking thread.
+    /// Waits for an instance slot, then runs `entry` in a fresh instance on
+    /// this task.
+    ///
+    /// The guest runs on a fiber polled by the calling task, not on a
+    /// blocking thread: handing each call to another thread and back cost
+    /// more than the call itself (loadtest `wasm-call`). A guest that runs
+    /// long gives its worker back at every epoch tick, so it delays other
+    /// requests by a tick at most before they get their turn, and the
+    /// deadline and cancellation are checked at the same ticks.
     pub(crate) async fn run(
-        self: &Arc<Self>,
+        &self,
         pre: &InstancePre<HostState>,
         limits: Limits,
         grants: &Grants,
@@ -252,66 +277,18 @@ impl Runtime {
         cancel: &CancellationToken,
         entry: Entry<'_>,
     ) -> Result<Vec<u8>, RunError> {
-        let permit = tokio::select! {
-            permit = Arc::clone(&self.instances).acquire_owned() => permit.map_err(|_| RunError::Cancelled)?,
+        let _permit = tokio::select! {
+            permit = self.instances.acquire() => permit.map_err(|_| RunError::Cancelled)?,
             () = tokio::time::sleep_until(deadline.into()) => return Err(RunError::Timeout),
             () = cancel.cancelled() => return Err(RunError::Cancelled),
         };
-        let (this, pre, grants, cancel) = (Arc::clone(self), pre.clone(), grants.clone(), cancel.clone());
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let mut store = self.store(limits, grants, deadline, cancel, stderr.clone())?;
         let input = match entry {
             Entry::Describe => None,
-            Entry::Call(bytes) => Some(bytes.to_vec()),
+            Entry::Call(bytes) => Some(bytes),
         };
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            this.run_blocking(&pre, limits, &grants, deadline, &cancel, input.as_deref())
-        })
-        .await
-        .unwrap_or_else(|e| Err(RunError::Trap(format!("host thread failed: {e}"))))
-    }
-
-    fn run_blocking(
-        &self,
-        pre: &InstancePre<HostState>,
-        limits: Limits,
-        grants: &Grants,
-        deadline: Instant,
-        cancel: &CancellationToken,
-        input: Option<&[u8]>,
-    ) -> Result<Vec<u8>, RunError> {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stderr(stderr.clone());
-        for dir in &grants.dirs {
-            // A link planted since registration must not lead out of the grant.
-            switchyard_core::plugin_spec::confined_now(std::path::Path::new(&dir.host), &dir.root)
-                .map_err(|e| RunError::Interface(format!("granted directory {}: {e}", dir.guest)))?;
-            let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
-            wasi.preopened_dir(&dir.host, &dir.guest, perms)
-                .map_err(|e| RunError::Interface(format!("cannot open granted directory {}: {e}", dir.guest)))?;
-        }
-        for (key, value) in &grants.env {
-            wasi.env(key, value);
-        }
-        let state = HostState {
-            wasi: wasi.build_p1(),
-            limiter: MemoryCap { memory_bytes: limits.memory_bytes, exceeded: false },
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|state| &mut state.limiter);
-        store.set_fuel(limits.fuel).map_err(|e| RunError::Interface(e.to_string()))?;
-        let deadline = deadline.min(Instant::now() + limits.timeout);
-        let watch = cancel.clone();
-        // Checked every tick: this is what stops an endless loop.
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            Ok(if watch.is_cancelled() || Instant::now() >= deadline {
-                UpdateDeadline::Interrupt
-            } else {
-                UpdateDeadline::Continue(1)
-            })
-        });
-        let result = Self::enter(pre, &mut store, input);
+        let result = Self::enter(pre, &mut store, input).await;
         result.map_err(|error| {
             let limiter = &store.data().limiter;
             if limiter.exceeded {
@@ -338,32 +315,82 @@ impl Runtime {
         })
     }
 
-    fn enter(
+    /// A fresh store for one run: WASI with only what the spec grants, the
+    /// memory cap, the fuel, and the epoch check that ends the run at its
+    /// deadline or on cancellation and otherwise yields to other tasks.
+    fn store(
+        &self,
+        limits: Limits,
+        grants: &Grants,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        stderr: MemoryOutputPipe,
+    ) -> Result<Store<HostState>, RunError> {
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stderr(stderr);
+        for dir in &grants.dirs {
+            // A link planted since registration must not lead out of the grant.
+            switchyard_core::plugin_spec::confined_now(std::path::Path::new(&dir.host), &dir.root)
+                .map_err(|e| RunError::Interface(format!("granted directory {}: {e}", dir.guest)))?;
+            let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+            wasi.preopened_dir(&dir.host, &dir.guest, perms)
+                .map_err(|e| RunError::Interface(format!("cannot open granted directory {}: {e}", dir.guest)))?;
+        }
+        for (key, value) in &grants.env {
+            wasi.env(key, value);
+        }
+        let state = HostState {
+            wasi: wasi.build_p1(),
+            limiter: MemoryCap { memory_bytes: limits.memory_bytes, exceeded: false },
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store.set_fuel(limits.fuel).map_err(|e| RunError::Interface(e.to_string()))?;
+        let deadline = deadline.min(Instant::now() + limits.timeout);
+        let watch = cancel.clone();
+        // Checked every tick: this is what stops an endless loop. Between
+        // checks the guest yields through tokio's `yield_now`, which puts
+        // it behind the tasks already waiting on this worker.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if watch.is_cancelled() || Instant::now() >= deadline {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
+            })
+        });
+        Ok(store)
+    }
+
+    async fn enter(
         pre: &InstancePre<HostState>,
         store: &mut Store<HostState>,
         input: Option<&[u8]>,
     ) -> wasmtime::Result<Vec<u8>> {
-        let instance = pre.instantiate(&mut *store)?;
+        let instance = pre.instantiate_async(&mut *store).await?;
         if let Ok(initialize) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
-            initialize.call(&mut *store, ())?;
+            initialize.call_async(&mut *store, ()).await?;
         }
         let version =
-            instance.get_typed_func::<(), i32>(&mut *store, "switchyard_abi_version")?.call(&mut *store, ())?;
+            instance.get_typed_func::<(), i32>(&mut *store, "switchyard_abi_version")?.call_async(&mut *store, ()).await?;
         if version != 1 {
             wasmtime::bail!("ABI version {version}; this host speaks 1");
         }
         let memory =
             instance.get_memory(&mut *store, "memory").ok_or_else(|| wasmtime::Error::msg("no exported memory"))?;
         let packed = match input {
-            None => instance.get_typed_func::<(), i64>(&mut *store, "switchyard_describe")?.call(&mut *store, ())?,
+            None => {
+                instance.get_typed_func::<(), i64>(&mut *store, "switchyard_describe")?.call_async(&mut *store, ()).await?
+            }
             Some(input) => {
                 let len = i32::try_from(input.len()).map_err(|_| wasmtime::Error::msg("input too large"))?;
                 let ptr =
-                    instance.get_typed_func::<i32, i32>(&mut *store, "switchyard_alloc")?.call(&mut *store, len)?;
+                    instance.get_typed_func::<i32, i32>(&mut *store, "switchyard_alloc")?.call_async(&mut *store, len).await?;
                 memory.write(&mut *store, ptr as u32 as usize, input)?;
                 instance
                     .get_typed_func::<(i32, i32), i64>(&mut *store, "switchyard_call")?
-                    .call(&mut *store, (ptr, len))?
+                    .call_async(&mut *store, (ptr, len))
+                    .await?
             }
         };
         let packed = packed as u64;

@@ -146,3 +146,59 @@ async fn bad_modules_are_refused_at_load() {
         .to_vec();
     assert!(matches!(load(&runtime, imports_more, json!({})).await, Err(LoadError::Invalid(_))));
 }
+
+/// Every call gets a fresh instance, even when slots, stacks and memory
+/// images are reused underneath: what one call leaves in linear memory, in a
+/// mutable global or in grown memory, the next never sees, whether the calls
+/// run one after another or at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_call_sees_what_another_left() {
+    const SEEN: &str = r#"{"content":[{"type":"text","text":"seen"}]}"#;
+    let escape = |s: &str| s.replace('"', "\\\"");
+    let bytes = format!(
+        r#"(module
+  (memory (export "memory") 1)
+  (global $touched (mut i32) (i32.const 0))
+  (data (i32.const 1024) "{describe}")
+  (data (i32.const 2048) "{fresh}")
+  (data (i32.const 3072) "{seen}")
+  (func (export "switchyard_abi_version") (result i32) i32.const 1)
+  (func (export "switchyard_alloc") (param i32) (result i32) i32.const 8192)
+  (func (export "switchyard_describe") (result i64) i64.const {describe_packed})
+  (func (export "switchyard_call") (param i32 i32) (result i64)
+    (if (result i64)
+      (i32.or (i32.or (i32.load (i32.const 4096)) (global.get $touched)) (i32.ne (memory.size) (i32.const 1)))
+      (then i64.const {seen_packed})
+      (else
+        (i32.store (i32.const 4096) (i32.const 7))
+        (global.set $touched (i32.const 1))
+        (drop (memory.grow (i32.const 3)))
+        (i32.store (i32.const 100000) (i32.const 9))
+        i64.const {fresh_packed}))))"#,
+        describe = escape(DESCRIBE),
+        fresh = escape(RESULT),
+        seen = escape(SEEN),
+        describe_packed = (1024u64 << 32) | DESCRIBE.len() as u64,
+        fresh_packed = (2048u64 << 32) | RESULT.len() as u64,
+        seen_packed = (3072u64 << 32) | SEEN.len() as u64,
+    )
+    .into_bytes();
+    let runtime = runtime();
+    let plugin = Arc::new(load(&runtime, bytes, json!({})).await.unwrap());
+    let text = |outcome: Result<Outcome, PluginError>| match outcome {
+        Ok(Outcome::Complete(result)) => result["content"][0]["text"].as_str().unwrap_or_default().to_owned(),
+        other => panic!("expected a result, got {other:?}"),
+    };
+    for _ in 0..20 {
+        assert_eq!(text(call(&plugin).await), "ok");
+    }
+    let at_once: Vec<_> = (0..40)
+        .map(|_| {
+            let plugin = Arc::clone(&plugin);
+            tokio::spawn(async move { call(&plugin).await })
+        })
+        .collect();
+    for handle in at_once {
+        assert_eq!(text(handle.await.unwrap()), "ok");
+    }
+}
