@@ -11,11 +11,14 @@
 //! use switchyard_guest::{Plugin, Tool, ToolResult, json, Value};
 //!
 //! fn plugin() -> Plugin {
-//!     Plugin::new().tool(
-//!         Tool::new("shout", "Upper-cases a text.")
-//!             .input_schema(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})),
-//!         shout,
-//!     )
+//!     // The definition is built when the host asks for the tools, not on
+//!     // every call (each call runs in a fresh instance that builds the plugin).
+//!     Plugin::new().deferred_tool("shout", shout_tool, shout)
+//! }
+//!
+//! fn shout_tool() -> Tool {
+//!     Tool::new("shout", "Upper-cases a text.")
+//!         .input_schema(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}))
 //! }
 //!
 //! fn shout(args: Value) -> Result<ToolResult, String> {
@@ -146,10 +149,24 @@ impl ToolResult {
 /// An `Err` becomes an `isError` result with that message.
 pub type Handler = fn(Value) -> Result<ToolResult, String>;
 
+/// How a tool's definition is had: built already, or built when the host
+/// asks for the module's tools.
+enum Definition {
+    Built(Tool),
+    Deferred(fn() -> Tool),
+}
+
+/// One tool: the name calls are dispatched by, its definition, its handler.
+struct Entry {
+    name: String,
+    definition: Definition,
+    handler: Handler,
+}
+
 /// The tools of one module.
 #[derive(Default)]
 pub struct Plugin {
-    tools: Vec<(Tool, Handler)>,
+    tools: Vec<Entry>,
 }
 
 impl Plugin {
@@ -161,31 +178,58 @@ impl Plugin {
     /// Adds a tool.
     #[must_use]
     pub fn tool(mut self, tool: Tool, handler: Handler) -> Self {
-        self.tools.push((tool, handler));
+        let name = tool.name().to_owned();
+        self.tools.push(Entry { name, definition: Definition::Built(tool), handler });
+        self
+    }
+
+    /// Adds the tool `name`, whose definition `define` builds only when the
+    /// host asks for the module's tools (once, at registration).
+    ///
+    /// Every call runs in a fresh instance, so whatever [`export_plugin!`]'s
+    /// function builds, it builds again for each call: with [`Plugin::tool`],
+    /// every tool's description and schemas, though a call needs only the
+    /// handler of one. Prefer this form for tools with schemas. The name
+    /// given here is the one calls are dispatched by and the one published.
+    #[must_use]
+    pub fn deferred_tool(mut self, name: &str, define: fn() -> Tool, handler: Handler) -> Self {
+        self.tools.push(Entry { name: name.to_owned(), definition: Definition::Deferred(define), handler });
         self
     }
 
     /// The `{"tools": […]}` document `switchyard_describe` returns.
     pub fn describe(&self) -> Value {
-        json!({"tools": self.tools.iter().map(|(t, _)| Value::Object(t.definition.clone())).collect::<Vec<_>>()})
+        let tools = self.tools.iter().map(|entry| {
+            let mut definition = match &entry.definition {
+                Definition::Built(tool) => tool.definition.clone(),
+                Definition::Deferred(define) => define().definition,
+            };
+            definition.insert("name".into(), json!(entry.name));
+            Value::Object(definition)
+        });
+        json!({"tools": tools.collect::<Vec<_>>()})
     }
 
     /// Runs the call described by `input` (`{"name", "arguments"}`), returning a `CallToolResult`.
     pub fn call(&self, input: &[u8]) -> Value {
-        let input: Value = match serde_json::from_slice(input) {
+        let mut input: Value = match serde_json::from_slice(input) {
             Ok(input) => input,
             Err(e) => return ToolResult::error(format!("malformed call from the host: {e}")).into_value(),
         };
+        let arguments = input.get_mut("arguments").map_or_else(|| json!({}), Value::take);
         let name = input.get("name").and_then(Value::as_str).unwrap_or_default();
-        let arguments = input.get("arguments").cloned().unwrap_or_else(|| json!({}));
-        match self.tools.iter().find(|(tool, _)| tool.name() == name) {
-            Some((_, handler)) => handler(arguments).unwrap_or_else(ToolResult::error).into_value(),
+        match self.tools.iter().find(|entry| entry.name == name) {
+            Some(entry) => (entry.handler)(arguments).unwrap_or_else(ToolResult::error).into_value(),
             None => ToolResult::error(format!("unknown tool {name}")).into_value(),
         }
     }
 }
 
 /// Generates the module's exports from a function returning the [`Plugin`].
+///
+/// The function runs for every call (each call gets a fresh instance), so
+/// register tools with [`Plugin::deferred_tool`] to keep their definitions
+/// out of that path.
 ///
 /// ```ignore
 /// switchyard_guest::export_plugin!(plugin);
@@ -283,5 +327,24 @@ mod tests {
         assert_eq!(bad["content"][0]["text"], "n must be a number");
         assert_eq!(plugin.call(br#"{"name":"nope"}"#)["isError"], true);
         assert_eq!(plugin.call(b"not json")["isError"], true);
+    }
+
+    fn never_defined() -> Tool {
+        panic!("a call must not build definitions")
+    }
+
+    fn defined() -> Tool {
+        Tool::new("double", "Doubles n.").input_schema(json!({"type": "object", "required": ["n"]}))
+    }
+
+    #[test]
+    fn deferred_definitions_are_built_to_describe_never_to_call() {
+        let calling = Plugin::new().deferred_tool("double", never_defined, double);
+        assert_eq!(calling.call(br#"{"name":"double","arguments":{"n":2}}"#)["structuredContent"]["value"], 4.0);
+        let describing = Plugin::new().deferred_tool("double", defined, double).tool(Tool::new("eager", "E."), double);
+        let tools = describing.describe();
+        assert_eq!(tools["tools"][0]["name"], "double");
+        assert_eq!(tools["tools"][0]["inputSchema"]["required"][0], "n");
+        assert_eq!(tools["tools"][1]["name"], "eager");
     }
 }

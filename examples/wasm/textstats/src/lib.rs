@@ -6,49 +6,47 @@ use std::collections::BTreeMap;
 use switchyard_guest::{Plugin, Tool, ToolResult, Value, json};
 
 fn plugin() -> Plugin {
-    Plugin::new()
-        .tool(
-            Tool::new(
-                "analyze",
-                "Counts characters, words, sentences and lines of a text, and lists its most frequent words.",
-            )
-            .annotations(json!({"readOnlyHint": true, "idempotentHint": true}))
-            .input_schema(json!({
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string"},
-                    "top": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5}
-                },
-                "required": ["text"]
-            }))
-            .output_schema(json!({
-                "type": "object",
-                "properties": {
-                    "characters": {"type": "integer"},
-                    "words": {"type": "integer"},
-                    "sentences": {"type": "integer"},
-                    "lines": {"type": "integer"},
-                    "top_words": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {"word": {"type": "string"}, "count": {"type": "integer"}},
-                            "required": ["word", "count"]
-                        }
+    // Definitions are built when the host asks for the tools, not on every call.
+    Plugin::new().deferred_tool("analyze", analyze_tool, analyze).deferred_tool("slugify", slugify_tool, slugify)
+}
+
+fn analyze_tool() -> Tool {
+    Tool::new("analyze", "Counts characters, words, sentences and lines of a text, and lists its most frequent words.")
+        .annotations(json!({"readOnlyHint": true, "idempotentHint": true}))
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "text": {"type": "string"},
+                "top": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5}
+            },
+            "required": ["text"]
+        }))
+        .output_schema(json!({
+            "type": "object",
+            "properties": {
+                "characters": {"type": "integer"},
+                "words": {"type": "integer"},
+                "sentences": {"type": "integer"},
+                "lines": {"type": "integer"},
+                "top_words": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"word": {"type": "string"}, "count": {"type": "integer"}},
+                        "required": ["word", "count"]
                     }
-                },
-                "required": ["characters", "words", "sentences", "lines", "top_words"]
-            })),
-            analyze,
-        )
-        .tool(
-            Tool::new("slugify", "Turns a title into a URL slug.").input_schema(json!({
-                "type": "object",
-                "properties": {"text": {"type": "string"}},
-                "required": ["text"]
-            })),
-            slugify,
-        )
+                }
+            },
+            "required": ["characters", "words", "sentences", "lines", "top_words"]
+        }))
+}
+
+fn slugify_tool() -> Tool {
+    Tool::new("slugify", "Turns a title into a URL slug.").input_schema(json!({
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"]
+    }))
 }
 
 fn analyze(args: Value) -> Result<ToolResult, String> {

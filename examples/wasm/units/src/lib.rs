@@ -61,13 +61,14 @@ const UNITS: &[(&str, &[(&str, f64)])] = &[
 const TEMPERATURES: &[&str] = &["C", "F", "K"];
 
 fn plugin() -> Plugin {
+    Plugin::new().deferred_tool("convert", convert_tool, convert)
+}
+
+/// Built only when the host asks for the tools: a call needs the handler alone.
+fn convert_tool() -> Tool {
     let mut units: Vec<&str> = UNITS.iter().flat_map(|(_, u)| u.iter().map(|(n, _)| *n)).collect();
     units.extend(TEMPERATURES);
-    Plugin::new().tool(
-        Tool::new(
-            "convert",
-            "Converts a value between units of length, mass, volume, speed, data size or temperature.",
-        )
+    Tool::new("convert", "Converts a value between units of length, mass, volume, speed, data size or temperature.")
         .title("Unit converter")
         .annotations(json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false}))
         .input_schema(json!({
@@ -88,9 +89,7 @@ fn plugin() -> Plugin {
                 "dimension": {"type": "string"}
             },
             "required": ["value", "unit", "dimension"]
-        })),
-        convert,
-    )
+        }))
 }
 
 fn convert(args: Value) -> Result<ToolResult, String> {
