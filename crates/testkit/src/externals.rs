@@ -161,6 +161,7 @@ impl Drop for ServerProcess {
 /// pinned `requirements.lock` (mcp 1.26) on first use.
 pub struct LegacyPythonServer {
     child: std::process::Child,
+    port: u16,
     url: String,
 }
 
@@ -174,7 +175,20 @@ impl LegacyPythonServer {
         let python = python_venv("requirements.lock", "target/python-mcp");
         let script = workspace().join("crates/testkit/python/legacy_server.py");
         let (child, port) = serve_on_free_port("the Python MCP server", Command::new(python).arg(script)).await;
-        Self { child, url: format!("http://127.0.0.1:{port}/mcp") }
+        Self { child, port, url: format!("http://127.0.0.1:{port}/mcp") }
+    }
+
+    /// Kills the server and starts a fresh one on the same port: every
+    /// session the old one minted is unknown to the new one (404).
+    ///
+    /// # Panics
+    /// When the new server does not start.
+    pub async fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let python = python_venv("requirements.lock", "target/python-mcp");
+        let script = workspace().join("crates/testkit/python/legacy_server.py");
+        self.child = serve_on_port("the Python MCP server", Command::new(python).arg(script), self.port).await;
     }
 
     /// Its MCP endpoint.
@@ -418,6 +432,11 @@ impl Drop for AuthorizationServer {
 /// waits until it accepts connections.
 async fn serve_on_free_port(what: &str, command: &mut Command) -> (std::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    (serve_on_port(what, command, port).await, port)
+}
+
+/// Runs `command PORT` and waits until it listens on `port`.
+async fn serve_on_port(what: &str, command: &mut Command, port: u16) -> std::process::Child {
     let mut child = command
         .arg(port.to_string())
         .stdout(std::process::Stdio::null())
@@ -435,5 +454,5 @@ async fn serve_on_free_port(what: &str, command: &mut Command) -> (std::process:
     )
     .await;
     assert!(started, "{what} exited before it listened on port {port}");
-    (child, port)
+    child
 }

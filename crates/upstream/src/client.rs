@@ -42,6 +42,10 @@ pub enum CallError {
         /// The upstream's message.
         message: String,
     },
+    /// A 2025-era upstream answered 404 to our session id: it no longer knows
+    /// the session (it restarted, or the session expired).
+    #[error("upstream forgot our session (HTTP 404)")]
+    SessionLost,
     /// Our credentials could not be obtained, or the upstream refused them.
     #[error("upstream credentials: {0}")]
     Credentials(String),
@@ -94,7 +98,12 @@ pub struct McpClient {
     spec: UpstreamSpec,
     policy: OutboundPolicy,
     limits: UpstreamLimits,
-    era: Mutex<Era>,
+    /// What the upstream speaks, once learned. Read by every request, so a
+    /// plain lock held for a clone, never across an await: an async mutex here
+    /// made concurrent calls queue behind one another and wake in turn.
+    era: std::sync::Mutex<Era>,
+    /// Held while the era is being learned, so that only one request asks.
+    learning: Mutex<()>,
     token: Mutex<Option<Token>>,
     /// The static header, resolved once.
     header: Option<(HeaderName, HeaderValue)>,
@@ -156,7 +165,8 @@ impl McpClient {
             spec,
             policy,
             limits,
-            era: Mutex::new(Era::Unknown),
+            era: std::sync::Mutex::new(Era::Unknown),
+            learning: Mutex::new(()),
             token: Mutex::new(None),
             header,
             next_id: AtomicU64::new(1),
@@ -176,7 +186,15 @@ impl McpClient {
 
     /// Whether the upstream speaks the stateless revision (after first contact).
     pub async fn is_stateless(&self) -> bool {
-        *self.era.lock().await == Era::Stateless
+        self.known_era() == Era::Stateless
+    }
+
+    fn known_era(&self) -> Era {
+        self.era.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_era(&self, era: Era) {
+        *self.era.lock().unwrap_or_else(|p| p.into_inner()) = era;
     }
 
     /// Sends `method` and returns its result. `name` goes into `Mcp-Name`,
@@ -233,32 +251,47 @@ impl McpClient {
         extra: &[(String, String)],
     ) -> Result<(Value, Weight), CallError> {
         let era = self.era().await?;
+        let Era::Session { session: Some(_), .. } = &era else {
+            return self.send(&era, method, params, name, extra).await;
+        };
         let outcome = self.send(&era, method, params.clone(), name, extra).await;
-        match (&era, outcome) {
+        match outcome {
             // A legacy session the upstream forgot (restart, expiry): start another, once.
-            (Era::Session { session: Some(_), .. }, Err(CallError::Transport(why))) if why.starts_with("HTTP 404") => {
-                *self.era.lock().await = Era::Unknown;
+            Err(CallError::SessionLost) => {
+                {
+                    // Unless a request that failed alongside started one already.
+                    let mut current = self.era.lock().unwrap_or_else(|p| p.into_inner());
+                    if *current == era {
+                        *current = Era::Unknown;
+                    }
+                }
                 let era = self.era().await?;
                 self.send(&era, method, params, name, extra).await
             }
-            (_, outcome) => outcome,
+            outcome => outcome,
         }
     }
 
     /// Learns the era on first use: `server/discover` first; a server that
     /// does not know it (or the stateless revision) gets `initialize`.
     async fn era(&self) -> Result<Era, CallError> {
-        let mut era = self.era.lock().await;
-        if *era != Era::Unknown {
-            return Ok(era.clone());
+        let known = self.known_era();
+        if known != Era::Unknown {
+            return Ok(known);
         }
-        match self.send(&Era::Stateless, request::DISCOVER, Map::new(), None, &[]).await {
-            Ok(_) => *era = Era::Stateless,
-            Err(CallError::Rpc { .. } | CallError::Transport(_)) => *era = self.initialize().await?,
+        let _learning = self.learning.lock().await;
+        let known = self.known_era();
+        if known != Era::Unknown {
+            return Ok(known); // learned while this request waited
+        }
+        let era = match self.send(&Era::Stateless, request::DISCOVER, Map::new(), None, &[]).await {
+            Ok(_) => Era::Stateless,
+            Err(CallError::Rpc { .. } | CallError::Transport(_)) => self.initialize().await?,
             Err(other) => return Err(other),
-        }
-        tracing::debug!(upstream = %self.spec.url, era = ?*era, "upstream protocol learned");
-        Ok(era.clone())
+        };
+        tracing::debug!(upstream = %self.spec.url, era = ?era, "upstream protocol learned");
+        self.set_era(era.clone());
+        Ok(era)
     }
 
     async fn initialize(&self) -> Result<Era, CallError> {
@@ -331,14 +364,18 @@ impl McpClient {
         Ok((Self::result(answer.message)?, answer.weight))
     }
 
-    fn result(response: Value) -> Result<Value, CallError> {
+    fn result(mut response: Value) -> Result<Value, CallError> {
         if let Some(error) = response.get("error") {
             return Err(CallError::Rpc {
                 code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
                 message: error.get("message").and_then(Value::as_str).unwrap_or("no message").to_owned(),
             });
         }
-        response.get("result").cloned().ok_or_else(|| CallError::Transport("a response without result or error".into()))
+        // Moved out, not cloned: a result can be large.
+        response
+            .get_mut("result")
+            .map(Value::take)
+            .ok_or_else(|| CallError::Transport("a response without result or error".into()))
     }
 
     /// Headers every request carries: content negotiation, the revision, and our credentials.
@@ -403,6 +440,11 @@ impl McpClient {
             .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
         let status = response.status();
         let session = response.headers().get(headers::SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        // Whatever the body says: the Python SDK, for one, sends a JSON-RPC
+        // error with its 404, which would otherwise read as the upstream's answer.
+        if status == reqwest::StatusCode::NOT_FOUND && matches!(era, Era::Session { session: Some(_), .. }) {
+            return Err(CallError::SessionLost);
+        }
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
             *self.token.lock().await = None; // fetch a fresh token next time
             return Err(CallError::Credentials(format!("the upstream answered {status}")));

@@ -457,6 +457,30 @@ async fn a_2025_era_upstream_is_reached_through_initialize() {
     assert_eq!(read.result()["contents"][0]["text"], "legacy says hi", "{:?}", read.response());
 }
 
+/// A 2025-era upstream that restarts forgets its sessions and answers 404:
+/// Switchyard starts a new session, and every call, eight of them at once,
+/// succeeds.
+#[tokio::test]
+async fn a_2025_era_upstream_that_forgot_its_session_gets_a_new_one() {
+    let mut legacy = switchyard_testkit::LegacyPythonServer::start().await;
+    let secrets = tempfile::tempdir().unwrap();
+    let app = App::start(&upstreams_on_loopback(&secrets)).await;
+    let admin = Admin::of(&app);
+    let (status, body) =
+        admin.post("/plugins", json!({"namespace": "py", "kind": "upstream", "spec": {"url": legacy.url()}})).await;
+    assert_eq!(status, 201, "{body}");
+    let client = app.client();
+    let add = async |a: i64| {
+        let sum = client.request("tools/call", json!({"name": "py_add", "arguments": {"a": a, "b": 1}})).await;
+        sum.result()["content"][0]["text"].as_str().map(str::to_owned)
+    };
+    assert_eq!(add(1).await.as_deref(), Some("2"));
+    legacy.restart().await;
+    let sums = futures::future::join_all((0..8).map(|a| add(a))).await;
+    let expected: Vec<_> = (0..8).map(|a| Some((a + 1).to_string())).collect();
+    assert_eq!(sums, expected);
+}
+
 #[tokio::test]
 async fn the_admin_api_can_have_its_own_port() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
