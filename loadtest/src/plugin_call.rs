@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::load::{Run, load};
-use crate::servers::{Server, start_switchyard, start_switchyard_with};
+use crate::servers::{Server, start_switchyard, start_switchyard_with, status_kib};
 use crate::tools_call::{CALL, CALL_HEADERS, Headers, ROUNDS};
 
 pub(crate) const UNITS_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"units_convert","arguments":{"value":1,"from":"mi","to":"km"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
@@ -59,6 +59,7 @@ pub(crate) async fn plugin_call(
     // The upstream runs on loopback, which the outbound policy refuses unless allowed.
     let server = start_switchyard_with(&binary, &[("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8")]).await?;
     let upstream = start_switchyard(&binary).await?;
+    let idle_kib = status_kib(server.child.id(), "VmRSS")?;
     register_plugins(&server, &wasm, &upstream).await?;
     let scenarios: [(&str, &'static str, Headers); 3] = [
         ("echo (built-in)", CALL, CALL_HEADERS),
@@ -95,8 +96,14 @@ pub(crate) async fn plugin_call(
             ms(latency.percentile(1.0))
         );
     }
+    let peak_kib = status_kib(server.child.id(), "VmHWM")?;
     println!(
         "\nServer CPU is the front server's only; an upstream call also costs the upstream's own CPU, and its wall rate shows the round trip."
+    );
+    println!(
+        "The front server's resident memory: {:.1} MiB idle before the plugins were registered, {:.1} MiB at its peak over every run above.",
+        idle_kib as f64 / 1024.0,
+        peak_kib as f64 / 1024.0
     );
     Ok(())
 }

@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use wasmtime::{
-    Config, Enabled, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, ResourceLimiter,
-    Store, Trap, UpdateDeadline,
+    Config, Enabled, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig,
+    ResourceLimiter, Store, Trap, UpdateDeadline,
 };
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -371,8 +371,10 @@ impl Runtime {
         if let Ok(initialize) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
             initialize.call_async(&mut *store, ()).await?;
         }
-        let version =
-            instance.get_typed_func::<(), i32>(&mut *store, "switchyard_abi_version")?.call_async(&mut *store, ()).await?;
+        let version = instance
+            .get_typed_func::<(), i32>(&mut *store, "switchyard_abi_version")?
+            .call_async(&mut *store, ())
+            .await?;
         if version != 1 {
             wasmtime::bail!("ABI version {version}; this host speaks 1");
         }
@@ -380,12 +382,17 @@ impl Runtime {
             instance.get_memory(&mut *store, "memory").ok_or_else(|| wasmtime::Error::msg("no exported memory"))?;
         let packed = match input {
             None => {
-                instance.get_typed_func::<(), i64>(&mut *store, "switchyard_describe")?.call_async(&mut *store, ()).await?
+                instance
+                    .get_typed_func::<(), i64>(&mut *store, "switchyard_describe")?
+                    .call_async(&mut *store, ())
+                    .await?
             }
             Some(input) => {
                 let len = i32::try_from(input.len()).map_err(|_| wasmtime::Error::msg("input too large"))?;
-                let ptr =
-                    instance.get_typed_func::<i32, i32>(&mut *store, "switchyard_alloc")?.call_async(&mut *store, len).await?;
+                let ptr = instance
+                    .get_typed_func::<i32, i32>(&mut *store, "switchyard_alloc")?
+                    .call_async(&mut *store, len)
+                    .await?;
                 memory.write(&mut *store, ptr as u32 as usize, input)?;
                 instance
                     .get_typed_func::<(i32, i32), i64>(&mut *store, "switchyard_call")?

@@ -476,7 +476,7 @@ async fn a_2025_era_upstream_that_forgot_its_session_gets_a_new_one() {
     };
     assert_eq!(add(1).await.as_deref(), Some("2"));
     legacy.restart().await;
-    let sums = futures::future::join_all((0..8).map(|a| add(a))).await;
+    let sums = futures::future::join_all((0..8).map(add)).await;
     let expected: Vec<_> = (0..8).map(|a| Some((a + 1).to_string())).collect();
     assert_eq!(sums, expected);
 }
