@@ -435,18 +435,25 @@ async fn upstream_urls_and_secrets_are_checked_before_registering() {
     assert_eq!((status, field(&body).as_str()), (422, "spec.auth.header.value"), "{body}");
 }
 
+/// A server that may reach loopback upstreams, with `legacy` registered as
+/// the `py` namespace (and the directory its secrets could live in).
+async fn serving_as_py(legacy: &switchyard_testkit::LegacyPythonServer) -> (App, tempfile::TempDir) {
+    let secrets = tempfile::tempdir().unwrap();
+    let app = App::start(&upstreams_on_loopback(&secrets)).await;
+    let (status, body) = Admin::of(&app)
+        .post("/plugins", json!({"namespace": "py", "kind": "upstream", "spec": {"url": legacy.url()}}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    (app, secrets)
+}
+
 /// A 2025-era upstream (the official Python SDK, `initialize` and a session
 /// id): Switchyard falls back, republishes its tool, prompt and resource, and
 /// serves them to 2026-07-28 clients.
 #[tokio::test]
 async fn a_2025_era_upstream_is_reached_through_initialize() {
     let legacy = switchyard_testkit::LegacyPythonServer::start().await;
-    let secrets = tempfile::tempdir().unwrap();
-    let app = App::start(&upstreams_on_loopback(&secrets)).await;
-    let admin = Admin::of(&app);
-    let (status, body) =
-        admin.post("/plugins", json!({"namespace": "py", "kind": "upstream", "spec": {"url": legacy.url()}})).await;
-    assert_eq!(status, 201, "{body}");
+    let (app, _secrets) = serving_as_py(&legacy).await;
     let client = app.client();
     assert!(tool_names(&client).await.contains(&"py_add".to_owned()));
     let sum = client.request("tools/call", json!({"name": "py_add", "arguments": {"a": 20, "b": 22}})).await;
@@ -463,12 +470,7 @@ async fn a_2025_era_upstream_is_reached_through_initialize() {
 #[tokio::test]
 async fn a_2025_era_upstream_that_forgot_its_session_gets_a_new_one() {
     let mut legacy = switchyard_testkit::LegacyPythonServer::start().await;
-    let secrets = tempfile::tempdir().unwrap();
-    let app = App::start(&upstreams_on_loopback(&secrets)).await;
-    let admin = Admin::of(&app);
-    let (status, body) =
-        admin.post("/plugins", json!({"namespace": "py", "kind": "upstream", "spec": {"url": legacy.url()}})).await;
-    assert_eq!(status, 201, "{body}");
+    let (app, _secrets) = serving_as_py(&legacy).await;
     let client = app.client();
     let add = async |a: i64| {
         let sum = client.request("tools/call", json!({"name": "py_add", "arguments": {"a": a, "b": 1}})).await;
