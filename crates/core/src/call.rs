@@ -120,15 +120,16 @@ impl Call<'_> {
     }
 
     pub(crate) async fn get_prompt(&self, name: &str, arguments: Option<&Map<String, Value>>) -> Result<Value, Error> {
-        let arguments = arguments.cloned().unwrap_or_default();
         let prompt = self.snapshot.prompt(name).ok_or_else(|| Error::UnknownPrompt(name.to_owned()))?;
         self.deps.config.policy.authorize(&self.request.caller, prompt)?;
-        let missing: Vec<String> =
-            prompt.required_arguments.iter().filter(|a| !arguments.contains_key(*a)).cloned().collect();
+        let given = |argument: &String| arguments.is_some_and(|a| a.contains_key(argument));
+        let missing: Vec<String> = prompt.required_arguments.iter().filter(|a| !given(a)).cloned().collect();
         if !missing.is_empty() {
             return Err(Error::MissingPromptArguments { prompt: name.to_owned(), missing });
         }
-        self.run(&prompt.plugin, name, |plugin, cx| plugin.get_prompt(name, arguments.clone(), cx)).await
+        // Copied for each round that asks the plugin, as before: not once more up front.
+        self.run(&prompt.plugin, name, |plugin, cx| plugin.get_prompt(name, arguments.cloned().unwrap_or_default(), cx))
+            .await
     }
 
     pub(crate) async fn complete(

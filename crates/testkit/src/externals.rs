@@ -171,11 +171,17 @@ impl LegacyPythonServer {
     /// # Panics
     /// When Python, pip or the server fail.
     pub async fn start() -> Self {
+        let (child, port) = serve_on_free_port("the Python MCP server", &mut Self::command()).await;
+        Self { child, port, url: format!("http://127.0.0.1:{port}/mcp") }
+    }
+
+    /// The server's command line, but for its port.
+    fn command() -> Command {
         // The 2025-era server of the SDK's 1.x line (2.x dropped FastMCP).
         let python = python_venv("requirements.lock", "target/python-mcp");
-        let script = workspace().join("crates/testkit/python/legacy_server.py");
-        let (child, port) = serve_on_free_port("the Python MCP server", Command::new(python).arg(script)).await;
-        Self { child, port, url: format!("http://127.0.0.1:{port}/mcp") }
+        let mut command = Command::new(python);
+        command.arg(workspace().join("crates/testkit/python/legacy_server.py"));
+        command
     }
 
     /// Kills the server and starts a fresh one on the same port: every
@@ -186,9 +192,7 @@ impl LegacyPythonServer {
     pub async fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let python = python_venv("requirements.lock", "target/python-mcp");
-        let script = workspace().join("crates/testkit/python/legacy_server.py");
-        self.child = serve_on_port("the Python MCP server", Command::new(python).arg(script), self.port).await;
+        self.child = serve_on_port("the Python MCP server", &mut Self::command(), self.port).await;
     }
 
     /// Its MCP endpoint.

@@ -197,6 +197,15 @@ impl McpClient {
         *self.era.lock().unwrap_or_else(|p| p.into_inner()) = era;
     }
 
+    /// Forgets `failed`, so the next request learns the era again, unless a
+    /// request that failed alongside has learned a new one already.
+    fn forget_era(&self, failed: &Era) {
+        let mut current = self.era.lock().unwrap_or_else(|p| p.into_inner());
+        if *current == *failed {
+            *current = Era::Unknown;
+        }
+    }
+
     /// Sends `method` and returns its result. `name` goes into `Mcp-Name`,
     /// `extra` are further headers (`Mcp-Param-*`). The deadline is the
     /// sooner of `deadline` and the spec's timeout.
@@ -258,13 +267,7 @@ impl McpClient {
         match outcome {
             // A legacy session the upstream forgot (restart, expiry): start another, once.
             Err(CallError::SessionLost) => {
-                {
-                    // Unless a request that failed alongside started one already.
-                    let mut current = self.era.lock().unwrap_or_else(|p| p.into_inner());
-                    if *current == era {
-                        *current = Era::Unknown;
-                    }
-                }
+                self.forget_era(&era);
                 let era = self.era().await?;
                 self.send(&era, method, params, name, extra).await
             }
