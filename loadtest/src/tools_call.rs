@@ -70,10 +70,12 @@ pub(crate) async fn tools_call(
     println!("|---|---|---|---|---|---|---|");
     let mut bare_rate = None;
     let mut json = None;
+    let mut rates = [0.0; 4];
     for (i, ((name, server, body, headers), runs)) in variants.iter().zip(runs).enumerate() {
         let run = best(runs).context("at least one round")?;
         let latency = load(server, body, headers, latency_requests, 1).await?;
         let rate = run.per_cpu_second();
+        rates[i] = rate;
         let base = *bare_rate.get_or_insert(rate);
         if i == 1 {
             json = Some((rate / base, latency.percentile(1.0)));
@@ -91,5 +93,7 @@ pub(crate) async fn tools_call(
         println!("\nratio (switchyard JSON / bare, per server CPU-second): {ratio:.2} (target >= 0.70)");
         println!("slowest switchyard JSON response at concurrency 1: {} ms (target < 40 ms)", ms(max));
     }
+    // #18: what tracing every request costs, against the same build untraced.
+    println!("traced / untraced JSON, per server CPU-second: {:.2} (target >= 0.85)", rates[3] / rates[1]);
     Ok(())
 }

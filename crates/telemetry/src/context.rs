@@ -12,47 +12,19 @@
 //! An untrusted context becomes a link of a new trace that our own sampler
 //! decides, so the two traces can still be found from each other.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
-use opentelemetry::trace::TraceContextExt as _;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use crate::spans::{self, SpanContext};
 
 /// The `_meta` key (and header) of the parent span.
 pub const TRACEPARENT: &str = "traceparent";
 /// The `_meta` key (and header) of vendor trace state.
 pub const TRACESTATE: &str = "tracestate";
 
-struct Headers<'a>(&'a http::HeaderMap);
-
-impl Extractor for Headers<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
-    }
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(http::HeaderName::as_str).collect()
-    }
-}
-
-struct Pair<'a> {
-    traceparent: &'a str,
-    tracestate: Option<&'a str>,
-}
-
-impl Extractor for Pair<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        match key {
-            TRACEPARENT => Some(self.traceparent),
-            TRACESTATE => self.tracestate,
-            _ => None,
-        }
-    }
-    fn keys(&self) -> Vec<&str> {
-        vec![TRACEPARENT, TRACESTATE]
-    }
-}
+/// The longest `tracestate` kept: W3C asks to propagate at least 512 bytes,
+/// and a longer one is dropped whole rather than cut.
+const MAX_TRACESTATE: usize = 512;
 
 /// Whether a client's trace context is joined (set once by `init`).
 static FOLLOW_CLIENTS: AtomicBool = AtomicBool::new(false);
@@ -62,30 +34,58 @@ pub fn follow_clients(follow: bool) {
     FOLLOW_CLIENTS.store(follow, Ordering::Relaxed);
 }
 
-/// Makes `cx` the parent of `span` when clients are trusted with traces;
-/// otherwise links it. Returns whether `cx` became the parent.
-fn adopt(span: &tracing::Span, cx: opentelemetry::Context) -> bool {
-    if FOLLOW_CLIENTS.load(Ordering::Relaxed) {
-        span.set_parent(cx).is_ok()
-    } else {
-        span.add_link(cx.span().span_context().clone());
-        false
+/// `00-{trace id}-{span id}-{flags}`, as W3C Trace Context level 1 reads it:
+/// lowercase hex, ids not all zero, version `ff` invalid, and a later
+/// version's extra fields (after a `-`) ignored.
+fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext> {
+    let traceparent = traceparent.trim();
+    let head = traceparent.get(..55)?;
+    let rest = &traceparent[55..];
+    let mut parts = head.split('-');
+    let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex =
+        |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !(hex(version, 2) && hex(trace, 32) && hex(span, 16) && hex(flags, 2)) || version == "ff" {
+        return None;
     }
+    if !(rest.is_empty() || (version != "00" && rest.starts_with('-'))) {
+        return None;
+    }
+    let trace_id = u128::from_str_radix(trace, 16).ok().filter(|id| *id != 0)?;
+    let span_id = u64::from_str_radix(span, 16).ok().filter(|id| *id != 0)?;
+    let sampled = u8::from_str_radix(flags, 16).ok()? & 1 == 1;
+    let trace_state = tracestate
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && s.len() <= MAX_TRACESTATE && s.bytes().all(|b| (0x20..0x7f).contains(&b)))
+        .map(Arc::from);
+    Some(SpanContext { trace_id, span_id, sampled, trace_state })
 }
 
-fn valid(cx: opentelemetry::Context) -> Option<opentelemetry::Context> {
-    cx.span().span_context().is_valid().then_some(cx)
+/// Makes `remote` the parent of `span` when clients are trusted with
+/// traces; otherwise links it. Returns whether it became the parent.
+fn adopt(span: &tracing::Span, remote: SpanContext) -> bool {
+    let follow = FOLLOW_CLIENTS.load(Ordering::Relaxed);
+    spans::with_record(span, |record| {
+        if follow {
+            record.adopt(remote);
+        } else {
+            record.link(remote);
+        }
+    })
+    .is_some()
+        && follow
 }
 
 /// Makes `span` a child of the remote span named by `traceparent` and
 /// `tracestate` headers, if they are present and well formed and clients
 /// are trusted with traces (else links it). Returns whether it did.
 pub fn parent_from_headers(span: &tracing::Span, headers: &http::HeaderMap) -> bool {
-    if !headers.contains_key(TRACEPARENT) {
+    let Some(traceparent) = headers.get(TRACEPARENT).and_then(|v| v.to_str().ok()) else {
         return false;
-    }
-    match valid(TraceContextPropagator::new().extract(&Headers(headers))) {
-        Some(cx) => adopt(span, cx),
+    };
+    let tracestate = headers.get(TRACESTATE).and_then(|v| v.to_str().ok());
+    match parse(traceparent, tracestate) {
+        Some(remote) => adopt(span, remote),
         None => false,
     }
 }
@@ -95,28 +95,58 @@ pub fn parent_from_headers(span: &tracing::Span, headers: &http::HeaderMap) -> b
 /// span it would otherwise have had as parent (the HTTP request that
 /// carried it), so neither trace loses the other. Returns whether it did.
 pub fn parent_from_meta(span: &tracing::Span, traceparent: &str, tracestate: Option<&str>) -> bool {
-    let Some(cx) = valid(TraceContextPropagator::new().extract(&Pair { traceparent, tracestate })) else {
+    let Some(remote) = parse(traceparent, tracestate) else {
         return false;
     };
-    let transport = tracing::Span::current().context().span().span_context().clone();
-    if !adopt(span, cx) {
+    let transport = spans::with_record(&tracing::Span::current(), |record| record.context.clone());
+    if !adopt(span, remote) {
         return false;
     }
-    if transport.is_valid() {
-        span.add_link(transport);
+    if let Some(transport) = transport {
+        spans::with_record(span, |record| record.link(transport));
     }
     true
 }
 
 /// The current span as `(traceparent, tracestate)` for an outgoing request,
-/// if tracing is on and a span is recording.
+/// if tracing is on and a span of ours is current.
 pub fn current() -> Option<(String, Option<String>)> {
-    let cx = tracing::Span::current().context();
-    if !cx.span().span_context().is_valid() {
-        return None;
+    let context = spans::with_record(&tracing::Span::current(), |record| record.context.clone())?;
+    let traceparent =
+        format!("00-{:032x}-{:016x}-{:02x}", context.trace_id, context.span_id, u8::from(context.sampled));
+    Some((traceparent, context.trace_state.map(|s| s.to_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn traceparent_is_read_as_w3c_trace_context_says() {
+        let context =
+            parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Some("congo=t61rcWkgMzE")).unwrap();
+        assert_eq!(context.trace_id, 0x4bf92f3577b34da6a3ce929d0e0e4736);
+        assert_eq!(context.span_id, 0x00f067aa0ba902b7);
+        assert!(context.sampled);
+        assert_eq!(context.trace_state.as_deref(), Some("congo=t61rcWkgMzE"));
+        assert!(!parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", None).unwrap().sampled);
+        // A later version may carry more fields after a dash.
+        assert!(parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", None).is_some());
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+        ] {
+            assert!(parse(bad, None).is_none(), "{bad:?} was accepted");
+        }
+        let long = "a=".to_owned() + &"b".repeat(600);
+        let context = parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Some(&long)).unwrap();
+        assert_eq!(context.trace_state, None, "an overlong tracestate is dropped");
     }
-    let mut carrier = HashMap::new();
-    TraceContextPropagator::new().inject_context(&cx, &mut carrier);
-    let traceparent = carrier.remove(TRACEPARENT)?;
-    Some((traceparent, carrier.remove(TRACESTATE).filter(|s| !s.is_empty())))
 }

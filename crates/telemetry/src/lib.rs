@@ -2,8 +2,9 @@
 //!
 //! - [`init`] installs the process's `tracing` subscriber: logs to stderr
 //!   (text, or JSON lines carrying trace ids: [`LogFormat`]), and,
-//!   when an OTLP endpoint is configured, every span exported over OTLP/HTTP
-//!   (protobuf) through `tracing-opentelemetry`. Metrics always go to an
+//!   when an OTLP endpoint is configured, our spans recorded and exported
+//!   over OTLP/HTTP (protobuf) by our own layer and batch exporter (`spans`).
+//!   Metrics always go to an
 //!   in-process reader that [`Prometheus::render`] turns into the Prometheus
 //!   text format for `/metrics`, and to OTLP when an endpoint is configured.
 //! - [`metrics()`] holds every instrument, with typed recording methods so that
@@ -21,14 +22,15 @@ mod logs;
 mod metrics;
 mod prometheus;
 mod settings;
+mod spans;
 
 use std::time::Duration;
 
-use opentelemetry::trace::TracerProvider as _;
+use std::sync::Arc;
+
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
-use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider};
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -94,14 +96,14 @@ pub enum Error {
 
 /// The installed telemetry; [`Telemetry::shutdown`] flushes the exporters.
 pub struct Telemetry {
-    tracer_provider: Option<SdkTracerProvider>,
+    spans: Option<Arc<spans::Exporter>>,
     meter_provider: SdkMeterProvider,
     prometheus: Option<Prometheus>,
 }
 
 impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Telemetry").field("exporting", &self.tracer_provider.is_some()).finish_non_exhaustive()
+        f.debug_struct("Telemetry").field("exporting", &self.spans.is_some()).finish_non_exhaustive()
     }
 }
 
@@ -117,22 +119,15 @@ pub fn init(config: &Config, log_filter: &str, log_format: LogFormat) -> Result<
     let exporting = config.otlp_endpoint.as_deref().map(|e| e.trim_end_matches('/'));
     context::follow_clients(config.follow_client_traces);
 
-    let tracer_provider = exporting
+    let spans = exporting
         .map(|endpoint| {
-            let exporter = opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_endpoint(format!("{endpoint}/v1/traces"))
-                .with_timeout(config.export_timeout)
-                .build()
-                .map_err(|e| Error::Exporter(e.to_string()))?;
-            let batch = BatchConfigBuilder::default().with_scheduled_delay(config.trace_interval).build();
-            Ok::<_, Error>(
-                SdkTracerProvider::builder()
-                    .with_span_processor(BatchSpanProcessor::builder(exporter).with_batch_config(batch).build())
-                    .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(config.sample_ratio))))
-                    .with_resource(resource.clone())
-                    .build(),
-            )
+            spans::Exporter::start(spans::ExporterConfig {
+                url: format!("{endpoint}/v1/traces"),
+                service_name: config.service_name.clone(),
+                interval: config.trace_interval,
+                timeout: config.export_timeout,
+            })
+            .map_err(Error::Exporter)
         })
         .transpose()?;
 
@@ -166,21 +161,23 @@ pub fn init(config: &Config, log_filter: &str, log_format: LogFormat) -> Result<
     // endpoint no layer wants a span, so none is created.
     let events_only = tracing_subscriber::filter::filter_fn(|metadata| !metadata.is_span());
     let registry = tracing_subscriber::registry().with(logs.with_filter(filter.and(events_only)));
-    let installed = match &tracer_provider {
-        Some(provider) => {
-            let tracer = provider.tracer("switchyard");
+    let installed = match &spans {
+        Some(exporter) => {
             // Spans are exported whatever the log filter says (logs at `warn`
             // must not turn traces off); `otel_filter` keeps our own spans and
-            // drops the chatter of dependencies.
-            let otel = tracing_opentelemetry::layer().with_tracer(tracer).with_filter(otel_filter());
-            registry.with(otel).try_init()
+            // drops the chatter of dependencies. When clients are trusted to
+            // name traces, a span not sampled at its start may yet be, so its
+            // fields are kept until its parent is known.
+            let sampler = spans::Sampler::ratio(config.sample_ratio);
+            let layer = spans::SpanLayer::new(sampler, config.follow_client_traces, Arc::clone(exporter));
+            registry.with(layer.with_filter(otel_filter())).try_init()
         }
         None => registry.try_init(),
     };
     installed.map_err(|_| Error::AlreadyInstalled)?;
     // Instruments are created now, from the provider just installed.
     let _ = metrics();
-    Ok(Telemetry { tracer_provider, meter_provider, prometheus })
+    Ok(Telemetry { spans, meter_provider, prometheus })
 }
 
 /// Spans worth exporting: ours, at info and above.
@@ -205,10 +202,12 @@ impl Telemetry {
     /// Sends what is buffered and stops the exporters; called last at
     /// shutdown. Bounded by the exporters' timeouts.
     pub fn shutdown(self) {
-        if let Some(provider) = self.tracer_provider
-            && let Err(error) = provider.shutdown()
-        {
-            eprintln!("switchyard: flushing traces: {error}");
+        if let Some(spans) = self.spans {
+            spans.shutdown();
+            let dropped = spans.dropped();
+            if dropped > 0 {
+                eprintln!("switchyard: {dropped} spans were dropped with the export queue full");
+            }
         }
         if let Err(error) = self.meter_provider.shutdown() {
             eprintln!("switchyard: flushing metrics: {error}");

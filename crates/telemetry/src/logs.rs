@@ -7,7 +7,6 @@ use std::fmt;
 use std::io::{IsTerminal as _, Write as _};
 use std::sync::OnceLock;
 
-use opentelemetry::trace::TraceContextExt as _;
 use serde_json::{Map, Value};
 use tracing::dispatcher::WeakDispatch;
 use tracing::field::{Field, Visit};
@@ -75,15 +74,13 @@ impl<W> JsonLines<W> {
     }
 
     /// The trace and span ids of the span `id`, when it is traced (with no
-    /// OTLP endpoint no span exists, and this is `None`). Asking starts the
-    /// OpenTelemetry span if it was not yet: a span's remote parent must be
-    /// set (`set_parent`) before anything inside it logs, as our spans do.
+    /// OTLP endpoint no span is recorded, and this is `None`). A span's
+    /// remote parent is set before anything inside it logs, as our spans do.
     fn trace_of(&self, id: &tracing::span::Id) -> Option<(String, String)> {
         let dispatch = self.dispatch.get()?.upgrade()?;
-        let context = tracing_opentelemetry::get_otel_context(id, &dispatch)?;
-        let span = context.span();
-        let ids = span.span_context();
-        ids.is_valid().then(|| (ids.trace_id().to_string(), ids.span_id().to_string()))
+        crate::spans::record_of(&dispatch, id, |record| {
+            (format!("{:032x}", record.context.trace_id), format!("{:016x}", record.context.span_id))
+        })
     }
 }
 
@@ -186,17 +183,16 @@ mod tests {
 
     #[test]
     fn json_lines_carry_fields_and_the_trace_of_a_traced_span() {
-        use opentelemetry::trace::TracerProvider as _;
         let captured = Captured::default();
         let writer = captured.clone();
-        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let spans = crate::spans::Exporter::unstarted();
         let subscriber = tracing_subscriber::registry()
             // As `init` filters the log: events only.
             .with(
                 JsonLines::new(move || writer.clone())
                     .with_filter(tracing_subscriber::filter::filter_fn(|m| !m.is_span())),
             )
-            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+            .with(crate::spans::SpanLayer::new(crate::spans::Sampler::ratio(1.0), false, spans));
         tracing::subscriber::with_default(subscriber, || {
             tracing::warn!(missed = 3_u64, cause = "trimmed", "events were lost");
             tracing::info_span!("request").in_scope(|| tracing::info!("inside"));

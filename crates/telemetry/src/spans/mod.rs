@@ -1,0 +1,340 @@
+//! Spans recorded and exported by Switchyard itself: a `tracing` layer that
+//! keeps, for each span it wants, a compact record in the span's extensions,
+//! and a batch exporter that writes finished spans as OTLP/HTTP protobuf.
+//!
+//! Why not `tracing-opentelemetry` and the OpenTelemetry SDK's tracer: with
+//! them, tracing every request cost more than half of a replica's throughput
+//! (#18). Each span built an SDK span builder, then an SDK span, then
+//! `SpanData` moved through a channel, then the exporter's own copy of every
+//! attribute as protobuf structs before encoding. Here a span is one struct
+//! (ids, times, name, kind, status, attributes keyed by the field's
+//! `&'static str` name) pushed onto a queue under a lock held for the push,
+//! and the exporter thread encodes it straight into the request body.
+//!
+//! - **Sampling** is parent-based: a span inherits its parent's decision; a
+//!   root span is sampled when its trace id falls under `sample_ratio`, the
+//!   same rule as OpenTelemetry's `TraceIdRatioBased`. A span that is not
+//!   sampled keeps its ids (they still go upstream in `traceparent`, flagged
+//!   not sampled) and records nothing else, unless clients are trusted to
+//!   name traces (`follow_client_traces`), where a remote parent may still
+//!   turn sampling on after the span is created.
+//! - **Remote parents and links** ([`crate::context`]) change a span's
+//!   record through [`with_record`] before anything inside it starts.
+//! - **Span events** (a `tracing` event inside a span) are logs, not span
+//!   events: they go to stderr with the span's ids (`log_format = "json"`).
+//! - **Special fields**, as `tracing-opentelemetry` reads them: `otel.name`
+//!   (the span's name; else the `tracing` name), `otel.kind` (`server`,
+//!   `client`, `producer`, `consumer`, `internal`), `otel.status_code`
+//!   (`ERROR`, `OK`) and `otel.status_description`. Every other field is an
+//!   attribute under its own name.
+
+mod export;
+mod otlp;
+
+use std::borrow::Cow;
+use std::fmt::{self, Write as _};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Dispatch, Subscriber};
+use tracing_subscriber::Registry;
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+
+pub(crate) use export::{Exporter, ExporterConfig};
+
+/// A trace's id and one span in it, as W3C trace context names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpanContext {
+    /// Never zero.
+    pub(crate) trace_id: u128,
+    /// Never zero.
+    pub(crate) span_id: u64,
+    pub(crate) sampled: bool,
+    /// Vendor trace state, as received (already checked).
+    pub(crate) trace_state: Option<Arc<str>>,
+}
+
+/// What a finished span is exported as; lives in the span's extensions
+/// while the span is open.
+#[derive(Debug)]
+pub(crate) struct SpanRecord {
+    pub(crate) context: SpanContext,
+    /// Zero for a root span.
+    pub(crate) parent_span_id: u64,
+    /// Whether attributes are being recorded (sampled, or possibly so).
+    recording: bool,
+    start_unix_nanos: u64,
+    name: Cow<'static, str>,
+    kind: Kind,
+    status: Status,
+    status_message: Option<String>,
+    attributes: Vec<(&'static str, AttributeValue)>,
+    links: Vec<SpanContext>,
+}
+
+impl SpanRecord {
+    /// Makes `parent` (a remote span) this span's parent, taking its trace
+    /// and its sampling decision.
+    pub(crate) fn adopt(&mut self, parent: SpanContext) {
+        self.parent_span_id = parent.span_id;
+        self.context = SpanContext { span_id: self.context.span_id, ..parent };
+    }
+
+    /// Links this span to `other`, a span of another trace or elsewhere in this one.
+    pub(crate) fn link(&mut self, other: SpanContext) {
+        // A link carries no attributes here, so a repeated one adds nothing.
+        if !self.links.contains(&other) {
+            self.links.push(other);
+        }
+    }
+}
+
+/// A finished span on its way to the collector.
+#[derive(Debug)]
+pub(crate) struct FinishedSpan {
+    record: SpanRecord,
+    end_unix_nanos: u64,
+}
+
+/// OTLP `Span.SpanKind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Kind {
+    Internal = 1,
+    Server = 2,
+    Client = 3,
+    Producer = 4,
+    Consumer = 5,
+}
+
+/// OTLP `Status.StatusCode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Status {
+    Unset = 0,
+    Ok = 1,
+    Error = 2,
+}
+
+/// An attribute's value, as OTLP's `AnyValue` carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AttributeValue {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    Double(f64),
+}
+
+/// Decides whether a new trace is recorded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sampler {
+    /// A trace is sampled when the low 63 bits of its id are below this.
+    threshold: u64,
+    always: bool,
+}
+
+impl Sampler {
+    /// Samples the fraction `ratio` (0 to 1) of new traces.
+    pub(crate) fn ratio(ratio: f64) -> Self {
+        let ratio = ratio.clamp(0.0, 1.0);
+        // `as` saturates: 1.0 gives 2^63, above every 63-bit value.
+        Self { threshold: (ratio * (1u64 << 63) as f64) as u64, always: ratio >= 1.0 }
+    }
+
+    fn samples(self, trace_id: u128) -> bool {
+        self.always || ((trace_id as u64) >> 1) < self.threshold
+    }
+}
+
+/// The layer that records spans; see the module's documentation.
+pub(crate) struct SpanLayer {
+    sampler: Sampler,
+    /// Record the attributes of spans not (yet) sampled: true when a remote
+    /// parent may turn sampling on later (clients are followed).
+    record_unsampled: bool,
+    exporter: Arc<Exporter>,
+}
+
+impl SpanLayer {
+    pub(crate) fn new(sampler: Sampler, record_unsampled: bool, exporter: Arc<Exporter>) -> Self {
+        Self { sampler, record_unsampled, exporter }
+    }
+}
+
+fn now_unix_nanos() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// A new span id: random, never zero.
+pub(crate) fn new_span_id() -> u64 {
+    loop {
+        let id = rand::random::<u64>();
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
+fn new_trace_id() -> u128 {
+    loop {
+        let id = rand::random::<u128>();
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for SpanLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let parent = match attrs.parent() {
+            Some(parent) => ctx.span(parent),
+            None if attrs.is_contextual() => ctx.lookup_current(),
+            None => None,
+        };
+        let parent = parent.and_then(|p| p.extensions().get::<SpanRecord>().map(|r| r.context.clone()));
+        let (context, parent_span_id) = match parent {
+            Some(parent) => (SpanContext { span_id: new_span_id(), ..parent.clone() }, parent.span_id),
+            None => {
+                let trace_id = new_trace_id();
+                let sampled = self.sampler.samples(trace_id);
+                (SpanContext { trace_id, span_id: new_span_id(), sampled, trace_state: None }, 0)
+            }
+        };
+        let recording = context.sampled || self.record_unsampled;
+        let mut record = SpanRecord {
+            context,
+            parent_span_id,
+            recording,
+            start_unix_nanos: now_unix_nanos(),
+            name: Cow::Borrowed(attrs.metadata().name()),
+            kind: Kind::Internal,
+            status: Status::Unset,
+            status_message: None,
+            attributes: Vec::new(),
+            links: Vec::new(),
+        };
+        if recording {
+            record.attributes.reserve_exact(attrs.fields().len());
+            attrs.record(&mut Recorder(&mut record));
+        }
+        span.extensions_mut().insert(record);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut extensions = span.extensions_mut();
+        if let Some(record) = extensions.get_mut::<SpanRecord>()
+            && record.recording
+        {
+            values.record(&mut Recorder(record));
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(record) = span.extensions_mut().remove::<SpanRecord>() else { return };
+        if record.context.sampled {
+            self.exporter.push(FinishedSpan { record, end_unix_nanos: now_unix_nanos() });
+        }
+    }
+}
+
+/// Writes a span's fields into its record.
+struct Recorder<'a>(&'a mut SpanRecord);
+
+impl Recorder<'_> {
+    fn set(&mut self, field: &Field, value: AttributeValue) {
+        let attributes = &mut self.0.attributes;
+        match attributes.iter_mut().find(|(name, _)| *name == field.name()) {
+            Some((_, old)) => *old = value,
+            None => attributes.push((field.name(), value)),
+        }
+    }
+
+    /// Handles the `otel.*` fields; false for any other field.
+    fn special(&mut self, field: &Field, value: &str) -> bool {
+        match field.name() {
+            "otel.name" => self.0.name = Cow::Owned(value.to_owned()),
+            "otel.kind" => {
+                self.0.kind = match value {
+                    "server" => Kind::Server,
+                    "client" => Kind::Client,
+                    "producer" => Kind::Producer,
+                    "consumer" => Kind::Consumer,
+                    _ => Kind::Internal,
+                }
+            }
+            "otel.status_code" => {
+                self.0.status = match value {
+                    "ERROR" | "Error" | "error" => Status::Error,
+                    "OK" | "Ok" | "ok" => Status::Ok,
+                    _ => Status::Unset,
+                }
+            }
+            "otel.status_description" | "otel.status_message" => self.0.status_message = Some(value.to_owned()),
+            _ => return false,
+        }
+        true
+    }
+}
+
+impl Visit for Recorder<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if !self.special(field, value) {
+            self.set(field, AttributeValue::Str(value.to_owned()));
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let mut text = String::new();
+        let _ = write!(text, "{value:?}");
+        if !self.special(field, &text) {
+            self.set(field, AttributeValue::Str(text));
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.set(field, AttributeValue::Int(value));
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        // OTLP integers are signed; a larger value keeps its digits as text.
+        match i64::try_from(value) {
+            Ok(value) => self.set(field, AttributeValue::Int(value)),
+            Err(_) => self.set(field, AttributeValue::Str(value.to_string())),
+        }
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.set(field, AttributeValue::Bool(value));
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.set(field, AttributeValue::Double(value));
+    }
+}
+
+/// Runs `change` on the record of `span`, if it has one (tracing is on and
+/// the span is one we export).
+pub(crate) fn with_record<T>(span: &tracing::Span, change: impl FnOnce(&mut SpanRecord) -> T) -> Option<T> {
+    span.with_subscriber(|(id, dispatch)| record_of(dispatch, id, change)).flatten()
+}
+
+/// Runs `change` on the record of span `id` of `dispatch`.
+pub(crate) fn record_of<T>(dispatch: &Dispatch, id: &Id, change: impl FnOnce(&mut SpanRecord) -> T) -> Option<T> {
+    // The registry under every layer holds the extensions, whatever filter
+    // a layer has; asking it directly sees the record from any layer.
+    let span = dispatch.downcast_ref::<Registry>()?.span(id)?;
+    let mut extensions = span.extensions_mut();
+    extensions.get_mut::<SpanRecord>().map(change)
+}
+
+#[cfg(test)]
+mod tests;

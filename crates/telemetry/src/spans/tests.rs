@@ -1,0 +1,177 @@
+//! The layer's records, and what the encoder writes, read back with the
+//! official OTLP messages.
+
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use prost::Message as _;
+use tracing::field::Empty;
+use tracing_subscriber::layer::SubscriberExt as _;
+
+use super::otlp::Envelope;
+use super::{Exporter, FinishedSpan, Sampler, SpanContext, SpanLayer, with_record};
+
+/// Runs `body` with a subscriber whose span layer samples `ratio`, and
+/// returns the spans it finished.
+fn traced(ratio: f64, body: impl FnOnce()) -> Vec<FinishedSpan> {
+    let exporter = Exporter::unstarted();
+    let subscriber =
+        tracing_subscriber::registry().with(SpanLayer::new(Sampler::ratio(ratio), false, Arc::clone(&exporter)));
+    tracing::subscriber::with_default(subscriber, body);
+    exporter.take()
+}
+
+fn decode(spans: &[FinishedSpan]) -> ExportTraceServiceRequest {
+    let body = Envelope::new("unit").encode(spans, &mut Vec::new());
+    ExportTraceServiceRequest::decode(body.as_slice()).expect("a valid ExportTraceServiceRequest")
+}
+
+fn text(value: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    match value.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(Value::StringValue(s)) => s.clone(),
+        Some(Value::IntValue(i)) => i.to_string(),
+        Some(Value::BoolValue(b)) => b.to_string(),
+        Some(Value::DoubleValue(d)) => d.to_string(),
+        other => panic!("unexpected value {other:?}"),
+    }
+}
+
+#[test]
+fn a_span_tree_is_exported_as_otlp_reads_it() {
+    let spans = traced(1.0, || {
+        let outer = tracing::info_span!(
+            "http",
+            otel.name = %format_args!("POST {}", "/mcp"),
+            otel.kind = "server",
+            otel.status_code = Empty,
+            http.response.status_code = Empty,
+            url.scheme = "http",
+            network.protocol.version = ?http::Version::HTTP_11,
+        );
+        outer.in_scope(|| {
+            let inner = tracing::info_span!(
+                "plugin",
+                otel.kind = "internal",
+                count = -3_i64,
+                big = u64::MAX,
+                ok = true,
+                share = 0.5
+            );
+            inner.in_scope(|| {});
+        });
+        outer.record("http.response.status_code", 200_u64);
+        outer.record("otel.status_code", "ERROR");
+    });
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    let request = decode(&spans);
+    assert_eq!(request.resource_spans.len(), 1);
+    let resource = request.resource_spans[0].resource.as_ref().unwrap();
+    let service = resource.attributes.iter().find(|kv| kv.key == "service.name").unwrap();
+    assert_eq!(text(&service.value), "unit");
+    let scope_spans = &request.resource_spans[0].scope_spans[0];
+    assert_eq!(scope_spans.scope.as_ref().unwrap().name, "switchyard");
+    let [inner, outer] = &scope_spans.spans[..] else { panic!("{scope_spans:#?}") };
+
+    assert_eq!(outer.name, "POST /mcp");
+    assert_eq!(outer.kind, 2, "server");
+    assert_eq!(outer.trace_id.len(), 16);
+    assert_eq!(outer.span_id.len(), 8);
+    assert!(outer.parent_span_id.is_empty(), "a root");
+    assert_eq!(outer.status.as_ref().unwrap().code, 2, "error");
+    assert!(outer.end_time_unix_nano >= outer.start_time_unix_nano && outer.start_time_unix_nano > 0);
+    assert_eq!(outer.flags & 1, 1, "sampled");
+    let attribute = |span: &opentelemetry_proto::tonic::trace::v1::Span, key: &str| {
+        span.attributes.iter().find(|kv| kv.key == key).map(|kv| text(&kv.value))
+    };
+    assert_eq!(attribute(outer, "http.response.status_code").as_deref(), Some("200"));
+    assert_eq!(attribute(outer, "url.scheme").as_deref(), Some("http"));
+    assert_eq!(attribute(outer, "network.protocol.version").as_deref(), Some("HTTP/1.1"));
+    assert_eq!(attribute(outer, "otel.name"), None, "special fields are not attributes");
+    assert_eq!(outer.attributes.len(), 3, "{outer:#?}");
+
+    assert_eq!(inner.name, "plugin", "the tracing name without otel.name");
+    assert_eq!(inner.kind, 1, "internal");
+    assert_eq!(inner.trace_id, outer.trace_id);
+    assert_eq!(inner.parent_span_id, outer.span_id);
+    assert_ne!(inner.span_id, outer.span_id);
+    assert!(inner.status.is_none());
+    assert_eq!(attribute(inner, "count").as_deref(), Some("-3"));
+    assert_eq!(attribute(inner, "big").as_deref(), Some(u64::MAX.to_string().as_str()));
+    assert_eq!(attribute(inner, "ok").as_deref(), Some("true"));
+    assert_eq!(attribute(inner, "share").as_deref(), Some("0.5"));
+}
+
+#[test]
+fn a_trace_not_sampled_keeps_its_ids_and_exports_nothing() {
+    let mut seen = None;
+    let spans = traced(0.0, || {
+        let span = tracing::info_span!("http", otel.name = "POST /mcp");
+        seen = span.in_scope(crate::context::current);
+        span.in_scope(|| tracing::info_span!("child").in_scope(|| {}));
+    });
+    assert!(spans.is_empty(), "{spans:#?}");
+    let (traceparent, tracestate) = seen.expect("ids to send upstream");
+    assert!(traceparent.starts_with("00-") && traceparent.ends_with("-00"), "flagged not sampled: {traceparent}");
+    assert_eq!(tracestate, None);
+}
+
+#[test]
+fn the_ratio_sampler_follows_the_trace_id() {
+    let half = Sampler::ratio(0.5);
+    assert!(half.samples(1 << 1));
+    assert!(!half.samples(u64::MAX as u128));
+    assert!(Sampler::ratio(1.0).samples(u64::MAX as u128));
+    assert!(!Sampler::ratio(0.0).samples(2));
+    let sampled =
+        (1..=10_000u128).filter(|i| half.samples(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))).count();
+    assert!((4_500..5_500).contains(&sampled), "{sampled} of 10000");
+}
+
+#[test]
+fn a_remote_parent_and_links_reach_the_collector() {
+    let remote = SpanContext {
+        trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
+        span_id: 0x00f0_67aa_0ba9_02b7,
+        sampled: true,
+        trace_state: Some(Arc::from("congo=t61rcWkgMzE")),
+    };
+    let linked = SpanContext { trace_id: 7, span_id: 9, sampled: false, trace_state: None };
+    let spans = traced(1.0, || {
+        let span = tracing::info_span!("mcp");
+        with_record(&span, |record| {
+            record.adopt(remote.clone());
+            record.link(linked.clone());
+            record.link(linked.clone());
+        })
+        .expect("a record");
+        span.in_scope(|| {
+            let (traceparent, tracestate) = crate::context::current().unwrap();
+            assert!(traceparent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"), "{traceparent}");
+            assert_eq!(tracestate.as_deref(), Some("congo=t61rcWkgMzE"));
+        });
+    });
+    let request = decode(&spans);
+    let span = &request.resource_spans[0].scope_spans[0].spans[0];
+    assert_eq!(span.trace_id, remote.trace_id.to_be_bytes());
+    assert_eq!(span.parent_span_id, remote.span_id.to_be_bytes());
+    assert_eq!(span.trace_state, "congo=t61rcWkgMzE");
+    assert_eq!(span.links.len(), 1, "a repeated link is kept once");
+    assert_eq!(span.links[0].trace_id, 7u128.to_be_bytes());
+    assert_eq!(span.links[0].span_id, 9u64.to_be_bytes());
+    assert_eq!(span.links[0].flags & 1, 0);
+}
+
+#[test]
+fn a_full_queue_drops_and_counts_rather_than_grows() {
+    let exporter = Exporter::unstarted();
+    let subscriber =
+        tracing_subscriber::registry().with(SpanLayer::new(Sampler::ratio(1.0), false, Arc::clone(&exporter)));
+    tracing::subscriber::with_default(subscriber, || {
+        for _ in 0..super::export::CAPACITY + 10 {
+            tracing::info_span!("request").in_scope(|| {});
+        }
+    });
+    assert_eq!(exporter.take().len(), super::export::CAPACITY);
+    assert_eq!(exporter.dropped(), 10);
+}
