@@ -18,6 +18,15 @@ pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
     let method = request.method.label();
     // What the span is about: the member `Mcp-Name` mirrors (tool, prompt, URI or task).
     let target = request.name();
+    let (tool, prompt, uri) = match (&request.method, target) {
+        (Method::CallTool, Some(tool)) => (Some(tool), None, None),
+        (Method::GetPrompt, Some(prompt)) => (None, Some(prompt), None),
+        (Method::ReadResource, Some(uri)) => (None, None, Some(uri)),
+        _ => (None, None, None),
+    };
+    // Every known value is given here rather than recorded after: each
+    // `record` is a trip through the subscriber of its own. A `None` is
+    // not recorded.
     let span = tracing::info_span!(
         "mcp",
         // Formatted only when a subscriber records the span.
@@ -26,32 +35,16 @@ pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
         otel.status_code = Empty,
         mcp.method.name = method,
         jsonrpc.request.id = %request.id,
-        mcp.protocol.version = Empty,
-        gen_ai.operation.name = Empty,
-        gen_ai.tool.name = Empty,
-        gen_ai.prompt.name = Empty,
-        mcp.resource.uri = Empty,
+        mcp.protocol.version = request.meta.as_ref().map(|meta| meta.protocol_version.as_str()),
+        gen_ai.operation.name = tool.map(|_| "execute_tool"),
+        gen_ai.tool.name = tool,
+        gen_ai.prompt.name = prompt,
+        mcp.resource.uri = uri,
         error.type = Empty,
         rpc.response.status_code = Empty,
     );
-    match (&request.method, target) {
-        (Method::CallTool, Some(tool)) => {
-            span.record("gen_ai.operation.name", "execute_tool");
-            span.record("gen_ai.tool.name", tool);
-        }
-        (Method::GetPrompt, Some(prompt)) => {
-            span.record("gen_ai.prompt.name", prompt);
-        }
-        (Method::ReadResource, Some(uri)) => {
-            span.record("mcp.resource.uri", uri);
-        }
-        _ => {}
-    }
     let trace_context = match &request.meta {
-        Some(meta) => {
-            span.record("mcp.protocol.version", meta.protocol_version.as_str());
-            meta.trace_context.clone()
-        }
+        Some(meta) => meta.trace_context.clone(),
         // A legacy request keeps its `_meta` in the parameters.
         None => request.rest.get(META).and_then(Value::as_object).and_then(switchyard_protocol::meta::trace_context),
     };

@@ -42,14 +42,26 @@ impl MakeSpan<Body> for HttpSpans {
             otel.name = %format_args!("{} {}", request.method(), self.route),
             otel.kind = "server",
             otel.status_code = Empty,
-            http.request.method = %request.method(),
+            http.request.method = request.method().as_str(),
             http.route = &*self.route,
             url.scheme = "http",
-            network.protocol.version = ?request.version(),
+            network.protocol.version = protocol_version(request.version()),
             http.response.status_code = Empty,
         );
         switchyard_telemetry::context::parent_from_headers(&span, request.headers());
         span
+    }
+}
+
+/// `network.protocol.version` as the semantic conventions write it.
+fn protocol_version(version: axum::http::Version) -> &'static str {
+    match version {
+        axum::http::Version::HTTP_09 => "0.9",
+        axum::http::Version::HTTP_10 => "1.0",
+        axum::http::Version::HTTP_11 => "1.1",
+        axum::http::Version::HTTP_2 => "2",
+        axum::http::Version::HTTP_3 => "3",
+        _ => "_OTHER",
     }
 }
 

@@ -21,6 +21,7 @@ pub mod context;
 mod logs;
 mod metrics;
 mod prometheus;
+mod push;
 mod settings;
 mod spans;
 
@@ -97,6 +98,7 @@ pub enum Error {
 /// The installed telemetry; [`Telemetry::shutdown`] flushes the exporters.
 pub struct Telemetry {
     spans: Option<Arc<spans::Exporter>>,
+    metrics_push: Option<push::MetricsPush>,
     meter_provider: SdkMeterProvider,
     prometheus: Option<Prometheus>,
 }
@@ -131,24 +133,29 @@ pub fn init(config: &Config, log_filter: &str, log_format: LogFormat) -> Result<
         })
         .transpose()?;
 
+    // One reader, which `/metrics` renders and the OTLP push collects: each
+    // reader would aggregate every measurement again (see `push`).
     let mut meters = SdkMeterProvider::builder().with_resource(resource);
-    let prometheus = config.prometheus.then(Prometheus::new);
-    if let Some(prometheus) = &prometheus {
-        meters = meters.with_reader(prometheus.reader());
+    let reader = (config.prometheus || exporting.is_some()).then(Prometheus::new);
+    if let Some(reader) = &reader {
+        meters = meters.with_reader(reader.reader());
     }
-    if let Some(endpoint) = exporting {
-        let exporter = opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_endpoint(format!("{endpoint}/v1/metrics"))
-            .with_timeout(config.export_timeout)
-            .build()
-            .map_err(|e| Error::Exporter(e.to_string()))?;
-        meters = meters.with_reader(
-            opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
-                .with_interval(config.metrics_interval)
-                .build(),
-        );
-    }
+    let metrics_push = match (exporting, &reader) {
+        (Some(endpoint), Some(reader)) => {
+            let exporter = opentelemetry_otlp::MetricExporter::builder()
+                .with_http()
+                .with_endpoint(format!("{endpoint}/v1/metrics"))
+                .with_timeout(config.export_timeout)
+                .build()
+                .map_err(|e| Error::Exporter(e.to_string()))?;
+            Some(
+                push::MetricsPush::start(reader.reader(), exporter, config.metrics_interval)
+                    .map_err(Error::Exporter)?,
+            )
+        }
+        _ => None,
+    };
+    let prometheus = reader.filter(|_| config.prometheus);
     let meter_provider = meters.build();
     opentelemetry::global::set_meter_provider(meter_provider.clone());
 
@@ -164,33 +171,20 @@ pub fn init(config: &Config, log_filter: &str, log_format: LogFormat) -> Result<
     let installed = match &spans {
         Some(exporter) => {
             // Spans are exported whatever the log filter says (logs at `warn`
-            // must not turn traces off); `otel_filter` keeps our own spans and
+            // must not turn traces off); the layer keeps our own spans and
             // drops the chatter of dependencies. When clients are trusted to
             // name traces, a span not sampled at its start may yet be, so its
             // fields are kept until its parent is known.
             let sampler = spans::Sampler::ratio(config.sample_ratio);
             let layer = spans::SpanLayer::new(sampler, config.follow_client_traces, Arc::clone(exporter));
-            registry.with(layer.with_filter(otel_filter())).try_init()
+            registry.with(layer).try_init()
         }
         None => registry.try_init(),
     };
     installed.map_err(|_| Error::AlreadyInstalled)?;
     // Instruments are created now, from the provider just installed.
     let _ = metrics();
-    Ok(Telemetry { spans, meter_provider, prometheus })
-}
-
-/// Spans worth exporting: ours, at info and above.
-fn otel_filter() -> tracing_subscriber::filter::Targets {
-    tracing_subscriber::filter::Targets::new()
-        .with_target("switchyard", tracing::Level::INFO)
-        .with_target("switchyard_http", tracing::Level::INFO)
-        .with_target("switchyard_core", tracing::Level::INFO)
-        .with_target("switchyard_upstream", tracing::Level::INFO)
-        .with_target("switchyard_bus", tracing::Level::INFO)
-        .with_target("switchyard_registry", tracing::Level::INFO)
-        .with_target("switchyard_plugins", tracing::Level::INFO)
-        .with_target("switchyard_wasm", tracing::Level::INFO)
+    Ok(Telemetry { spans, metrics_push, meter_provider, prometheus })
 }
 
 impl Telemetry {
@@ -208,6 +202,9 @@ impl Telemetry {
             if dropped > 0 {
                 eprintln!("switchyard: {dropped} spans were dropped with the export queue full");
             }
+        }
+        if let Some(push) = self.metrics_push {
+            push.shutdown();
         }
         if let Err(error) = self.meter_provider.shutdown() {
             eprintln!("switchyard: flushing metrics: {error}");

@@ -1,26 +1,28 @@
-//! The batch exporter: finished spans wait in a bounded queue; one thread
-//! of its own takes them in batches and POSTs them to the collector's
-//! `/v1/traces`, off every request's path.
+//! The batch exporter: finished spans, already encoded, wait in a bounded
+//! batch; one thread of its own takes the batch and POSTs it to the
+//! collector's `/v1/traces`, off every request's path.
 //!
-//! A request pays for one uncontended lock and a push. The thread wakes when
-//! a batch is full or the interval has passed, whichever comes first. When
-//! the collector is slow or absent the queue fills and further spans are
-//! dropped and counted: telemetry never makes a request wait, and never
-//! grows past its bound.
+//! A span's close pays for its encoding and one uncontended lock held for a
+//! copy. The thread wakes when a batch is full or the interval has passed,
+//! whichever comes first. When the collector is slow or absent the batch
+//! reaches its bound and further spans are dropped and counted: telemetry
+//! never makes a request wait, and never grows past its bound.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::FinishedSpan;
-use super::otlp::Envelope;
+use std::cell::RefCell;
 
-/// Spans a request body carries at most; a full batch wakes the exporter.
+use super::SpanRecord;
+use super::otlp::{self, Envelope};
+
+/// Spans that wake the exporter: a batch this full is sent at once.
 const BATCH: usize = 1024;
-/// Spans waiting at most; beyond this they are dropped (about 2 MiB of
-/// records, with their attributes).
-pub(super) const CAPACITY: usize = 8 * BATCH;
+/// Encoded spans waiting at most, in bytes (about 16,000 of our request
+/// spans); beyond this they are dropped.
+pub(super) const CAPACITY: usize = 4 << 20;
 /// Failed exports are logged at most this often.
 const COMPLAINT_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -39,7 +41,7 @@ pub(crate) struct ExporterConfig {
 /// The queue and the thread that drains it.
 #[derive(Debug)]
 pub(crate) struct Exporter {
-    queue: Mutex<Vec<FinishedSpan>>,
+    queue: Mutex<Batch>,
     wake: Condvar,
     closing: AtomicBool,
     dropped: AtomicU64,
@@ -53,7 +55,7 @@ impl Exporter {
     /// When the HTTP client or the thread cannot be built.
     pub(crate) fn start(config: ExporterConfig) -> Result<Arc<Self>, String> {
         let exporter = Arc::new(Self {
-            queue: Mutex::new(Vec::with_capacity(BATCH)),
+            queue: Mutex::new(Batch::default()),
             wake: Condvar::new(),
             closing: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
@@ -90,7 +92,7 @@ impl Exporter {
     #[cfg(test)]
     pub(crate) fn unstarted() -> Arc<Self> {
         Arc::new(Self {
-            queue: Mutex::new(Vec::new()),
+            queue: Mutex::new(Batch::default()),
             wake: Condvar::new(),
             closing: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
@@ -100,23 +102,39 @@ impl Exporter {
 
     /// What is queued, taken out (tests).
     #[cfg(test)]
-    pub(crate) fn take(&self) -> Vec<FinishedSpan> {
+    pub(crate) fn take(&self) -> Batch {
         std::mem::take(&mut *self.queue.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Queues a finished span; drops it when the queue is full.
-    pub(crate) fn push(&self, span: FinishedSpan) {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if queue.len() >= CAPACITY {
-            drop(queue);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+    /// Adds the finished span `record` to the batch; drops it when the
+    /// batch is at its bound.
+    pub(crate) fn push(&self, record: &SpanRecord, end_unix_nanos: u64) {
+        thread_local! {
+            /// A span's encoding, while its length is not yet known.
+            static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
         }
-        queue.push(span);
-        let full = queue.len() == BATCH;
-        drop(queue);
-        if full {
-            self.wake.notify_one();
+        let queued = SCRATCH.try_with(|scratch| {
+            // Only a span closed while this thread is already pushing one
+            // (from inside the lock, which nothing here does) finds it taken.
+            let Ok(mut scratch) = scratch.try_borrow_mut() else { return false };
+            let (body, entry) = &mut *scratch;
+            entry.clear();
+            otlp::span(record, end_unix_nanos, body, entry);
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            if queue.bytes.len() + entry.len() > CAPACITY {
+                return false;
+            }
+            queue.bytes.extend_from_slice(entry);
+            queue.spans += 1;
+            let full = queue.spans == BATCH;
+            drop(queue);
+            if full {
+                self.wake.notify_one();
+            }
+            true
+        });
+        if queued != Ok(true) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -138,36 +156,36 @@ impl Exporter {
 
     fn run(&self, config: &ExporterConfig, client: &reqwest::blocking::Client) {
         let envelope = Envelope::new(&config.service_name);
-        let mut scratch = Vec::new();
         let mut last_complaint: Option<Instant> = None;
         let mut failed = 0u64;
+        let mut reported_dropped = 0u64;
         loop {
             let closing = self.closing.load(Ordering::Acquire);
             let batch = {
                 let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-                if queue.len() < BATCH && !closing {
+                if queue.spans < BATCH && !closing {
                     queue = self.wake.wait_timeout(queue, config.interval).unwrap_or_else(PoisonError::into_inner).0;
                 }
-                std::mem::replace(&mut *queue, Vec::with_capacity(BATCH))
+                // The next batch is likely the size of this one; an
+                // exceptional one is not kept as the norm.
+                let expected = queue.bytes.len().min(1 << 20);
+                std::mem::replace(&mut *queue, Batch { bytes: Vec::with_capacity(expected), spans: 0 })
             };
-            for (sent_before, chunk) in (0..).step_by(BATCH).zip(batch.chunks(BATCH)) {
-                let body = envelope.encode(chunk, &mut scratch);
+            if batch.spans > 0 {
                 let sent = client
                     .post(&config.url)
                     .header(http::header::CONTENT_TYPE, "application/x-protobuf")
-                    .body(body)
+                    .body(envelope.wrap(&batch.bytes))
                     .send()
                     .and_then(reqwest::blocking::Response::error_for_status);
                 if let Err(error) = sent {
-                    failed += chunk.len() as u64;
                     if closing {
                         // Shutting down: one failed attempt is all a
-                        // collector that does not answer gets, not one
-                        // timeout per batch still queued.
-                        let lost = batch.len() - sent_before;
-                        eprintln!("switchyard: {lost} spans were not exported at shutdown: {error}");
+                        // collector that does not answer gets.
+                        eprintln!("switchyard: {} spans were not exported at shutdown: {error}", batch.spans);
                         return;
                     }
+                    failed += batch.spans as u64;
                     if last_complaint.is_none_or(|at| at.elapsed() >= COMPLAINT_INTERVAL) {
                         last_complaint = Some(Instant::now());
                         // The URL is the operator's; the error names no span content.
@@ -179,9 +197,22 @@ impl Exporter {
                     }
                 }
             }
-            if closing && self.queue.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
+            let dropped = self.dropped();
+            if dropped > reported_dropped && last_complaint.is_none_or(|at| at.elapsed() >= COMPLAINT_INTERVAL) {
+                last_complaint = Some(Instant::now());
+                reported_dropped = dropped;
+                tracing::warn!(spans_dropped = dropped, "spans are dropped: the collector does not keep up");
+            }
+            if closing && self.queue.lock().unwrap_or_else(PoisonError::into_inner).spans == 0 {
                 return;
             }
         }
     }
+}
+
+/// Encoded spans, each a `ScopeSpans.spans` entry, and how many.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) spans: usize,
 }

@@ -6,10 +6,12 @@
 //! them, tracing every request cost more than half of a replica's throughput
 //! (#18). Each span built an SDK span builder, then an SDK span, then
 //! `SpanData` moved through a channel, then the exporter's own copy of every
-//! attribute as protobuf structs before encoding. Here a span is one struct
-//! (ids, times, name, kind, status, attributes keyed by the field's
-//! `&'static str` name) pushed onto a queue under a lock held for the push,
-//! and the exporter thread encodes it straight into the request body.
+//! attribute as protobuf structs before encoding. Here a span's attributes
+//! are encoded as OTLP protobuf as they are recorded, into one buffer per
+//! span; when the span closes, the thread that closed it encodes the rest
+//! and appends the span to the batch under a lock held for the copy. Nothing
+//! allocated for a span outlives it or crosses threads, and the exporter
+//! thread only wraps the batch in its envelope and POSTs it.
 //!
 //! - **Sampling** is parent-based: a span inherits its parent's decision; a
 //!   root span is sampled when its trace id falls under `sample_ratio`, the
@@ -32,13 +34,16 @@ mod export;
 mod otlp;
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tracing::field::{Field, Visit};
+use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Dispatch, Subscriber};
+use tracing::subscriber::Interest;
+use tracing::{Dispatch, Level, Metadata, Subscriber};
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
@@ -71,7 +76,8 @@ pub(crate) struct SpanRecord {
     kind: Kind,
     status: Status,
     status_message: Option<String>,
-    attributes: Vec<(&'static str, AttributeValue)>,
+    /// The attributes, already encoded as the span's OTLP `KeyValue`s.
+    attributes: Vec<u8>,
     links: Vec<SpanContext>,
 }
 
@@ -90,13 +96,6 @@ impl SpanRecord {
             self.links.push(other);
         }
     }
-}
-
-/// A finished span on its way to the collector.
-#[derive(Debug)]
-pub(crate) struct FinishedSpan {
-    record: SpanRecord,
-    end_unix_nanos: u64,
 }
 
 /// OTLP `Span.SpanKind`.
@@ -120,9 +119,9 @@ enum Status {
 }
 
 /// An attribute's value, as OTLP's `AnyValue` carries it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum AttributeValue {
-    Str(String),
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum AttributeValue<'a> {
+    Str(&'a str),
     Int(i64),
     Bool(bool),
     Double(f64),
@@ -187,10 +186,35 @@ fn new_trace_id() -> u128 {
     }
 }
 
+/// Whether a span is one we export: ours, at info and above. Others (a
+/// dependency's) are never created at all.
+fn exported(metadata: &Metadata<'_>) -> bool {
+    let target = metadata.target();
+    *metadata.level() <= Level::INFO
+        && (target == "switchyard" || target.starts_with("switchyard::") || target.starts_with("switchyard_"))
+}
+
 impl<S> tracing_subscriber::Layer<S> for SpanLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    // The layer filters spans itself rather than through a per-layer
+    // filter: a per-layer filter looks the span up in the registry at every
+    // enter, exit, record and close (every poll of an instrumented future),
+    // to ask whether it is enabled for that layer. Events pass: they are the
+    // log's, which filters them with its own per-layer filter.
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        if !metadata.is_span() || exported(metadata) { Interest::always() } else { Interest::never() }
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>, _: Context<'_, S>) -> bool {
+        !metadata.is_span() || exported(metadata)
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::INFO)
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let parent = match attrs.parent() {
@@ -221,8 +245,9 @@ where
             links: Vec::new(),
         };
         if recording {
-            record.attributes.reserve_exact(attrs.fields().len());
-            attrs.record(&mut Recorder(&mut record));
+            // About what our spans' attributes take, encoded.
+            record.attributes.reserve(attrs.fields().len() * 32);
+            attrs.record(&mut Recorder { record: &mut record, replacing: false });
         }
         span.extensions_mut().insert(record);
     }
@@ -233,7 +258,7 @@ where
         if let Some(record) = extensions.get_mut::<SpanRecord>()
             && record.recording
         {
-            values.record(&mut Recorder(record));
+            values.record(&mut Recorder { record, replacing: true });
         }
     }
 
@@ -241,29 +266,45 @@ where
         let Some(span) = ctx.span(&id) else { return };
         let Some(record) = span.extensions_mut().remove::<SpanRecord>() else { return };
         if record.context.sampled {
-            self.exporter.push(FinishedSpan { record, end_unix_nanos: now_unix_nanos() });
+            self.exporter.push(&record, now_unix_nanos());
         }
     }
 }
 
 /// Writes a span's fields into its record.
-struct Recorder<'a>(&'a mut SpanRecord);
+struct Recorder<'a> {
+    record: &'a mut SpanRecord,
+    /// A field recorded after the span's start may have been recorded
+    /// before; its new value replaces the old. (At the start each field of
+    /// the span comes once.)
+    replacing: bool,
+}
+
+thread_local! {
+    /// Where a `Debug` value is formatted before it is encoded.
+    static FORMATTED: RefCell<String> = const { RefCell::new(String::new()) };
+}
 
 impl Recorder<'_> {
-    fn set(&mut self, field: &Field, value: AttributeValue) {
-        let attributes = &mut self.0.attributes;
-        match attributes.iter_mut().find(|(name, _)| *name == field.name()) {
-            Some((_, old)) => *old = value,
-            None => attributes.push((field.name(), value)),
+    fn set(&mut self, field: &Field, value: AttributeValue<'_>) {
+        let attributes = &mut self.record.attributes;
+        if self.replacing {
+            otlp::remove_attribute(attributes, field.name());
         }
+        otlp::attribute(attributes, field.name(), value);
     }
 
     /// Handles the `otel.*` fields; false for any other field.
     fn special(&mut self, field: &Field, value: &str) -> bool {
-        match field.name() {
-            "otel.name" => self.0.name = Cow::Owned(value.to_owned()),
+        let name = field.name();
+        if !name.starts_with("otel.") {
+            return false;
+        }
+        let record = &mut *self.record;
+        match name {
+            "otel.name" => record.name = Cow::Owned(value.to_owned()),
             "otel.kind" => {
-                self.0.kind = match value {
+                record.kind = match value {
                     "server" => Kind::Server,
                     "client" => Kind::Client,
                     "producer" => Kind::Producer,
@@ -272,31 +313,42 @@ impl Recorder<'_> {
                 }
             }
             "otel.status_code" => {
-                self.0.status = match value {
+                record.status = match value {
                     "ERROR" | "Error" | "error" => Status::Error,
                     "OK" | "Ok" | "ok" => Status::Ok,
                     _ => Status::Unset,
                 }
             }
-            "otel.status_description" | "otel.status_message" => self.0.status_message = Some(value.to_owned()),
+            "otel.status_description" | "otel.status_message" => record.status_message = Some(value.to_owned()),
             _ => return false,
         }
         true
+    }
+
+    fn text(&mut self, field: &Field, value: &str) {
+        if !self.special(field, value) {
+            self.set(field, AttributeValue::Str(value));
+        }
     }
 }
 
 impl Visit for Recorder<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        if !self.special(field, value) {
-            self.set(field, AttributeValue::Str(value.to_owned()));
-        }
+        self.text(field, value);
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let mut text = String::new();
-        let _ = write!(text, "{value:?}");
-        if !self.special(field, &text) {
-            self.set(field, AttributeValue::Str(text));
+        // Formatted into a buffer the thread keeps; a `Debug` that records a
+        // span field of its own while formatting gets a fresh one.
+        let reused = FORMATTED.try_with(|buffer| {
+            let Ok(mut buffer) = buffer.try_borrow_mut() else { return false };
+            buffer.clear();
+            let _ = write!(buffer, "{value:?}");
+            self.text(field, &buffer);
+            true
+        });
+        if reused != Ok(true) {
+            self.text(field, &format!("{value:?}"));
         }
     }
 
@@ -308,7 +360,7 @@ impl Visit for Recorder<'_> {
         // OTLP integers are signed; a larger value keeps its digits as text.
         match i64::try_from(value) {
             Ok(value) => self.set(field, AttributeValue::Int(value)),
-            Err(_) => self.set(field, AttributeValue::Str(value.to_string())),
+            Err(_) => self.text(field, &value.to_string()),
         }
     }
 

@@ -5,12 +5,17 @@
 //! and `common/v1/common.proto`; the tests decode what this writes with the
 //! official generated messages.
 
-use super::{AttributeValue, FinishedSpan, SpanContext};
+use super::{AttributeValue, SpanContext, SpanRecord};
 
 const LEN: u8 = 2;
 const VARINT: u8 = 0;
 const FIXED64: u8 = 1;
 const FIXED32: u8 = 5;
+
+/// `Span.attributes`.
+const SPAN_ATTRIBUTE: u32 = 9;
+/// `ScopeSpans.spans`.
+const SCOPE_SPAN: u32 = 2;
 
 /// W3C trace flags: sampled.
 const SAMPLED: u32 = 1;
@@ -36,7 +41,7 @@ impl Envelope {
             ("telemetry.sdk.name", "switchyard"),
             ("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
         ] {
-            key_value(&mut resource, 1, key, &AttributeValue::Str(value.to_owned()));
+            key_value(&mut resource, 1, key, AttributeValue::Str(value));
         }
         let mut scope = Vec::new();
         string(&mut scope, 1, "switchyard");
@@ -44,29 +49,40 @@ impl Envelope {
         Self { resource, scope }
     }
 
-    /// The request body for `spans`. `scratch` is reused between calls.
-    pub(crate) fn encode(&self, spans: &[FinishedSpan], scratch: &mut Vec<u8>) -> Vec<u8> {
-        // ScopeSpans { scope = 1, spans = 2 }
-        let mut scope_spans = Vec::with_capacity(spans.len() * 256);
-        message(&mut scope_spans, 1, &self.scope);
-        for span in spans {
-            scratch.clear();
-            encode_span(span, scratch);
-            message(&mut scope_spans, 2, scratch);
-        }
-        // ResourceSpans { resource = 1, scope_spans = 2 }
-        let mut resource_spans = Vec::with_capacity(scope_spans.len() + self.resource.len() + 16);
-        message(&mut resource_spans, 1, &self.resource);
-        message(&mut resource_spans, 2, &scope_spans);
-        // ExportTraceServiceRequest { resource_spans = 1 }
-        let mut request = Vec::with_capacity(resource_spans.len() + 8);
-        message(&mut request, 1, &resource_spans);
+    /// The request body for `spans`: spans as [`span`] appended them.
+    pub(crate) fn wrap(&self, spans: &[u8]) -> Vec<u8> {
+        // ExportTraceServiceRequest { resource_spans = 1: ResourceSpans {
+        //   resource = 1, scope_spans = 2: ScopeSpans { scope = 1, spans = 2 } } }
+        let scope_spans = field_len(self.scope.len()) + spans.len();
+        let resource_spans = field_len(self.resource.len()) + field_len(scope_spans);
+        let mut request = Vec::with_capacity(field_len(resource_spans));
+        tag(&mut request, 1, LEN);
+        varint(&mut request, resource_spans as u64);
+        bytes(&mut request, 1, &self.resource);
+        tag(&mut request, 2, LEN);
+        varint(&mut request, scope_spans as u64);
+        bytes(&mut request, 1, &self.scope);
+        request.extend_from_slice(spans);
         request
     }
 }
 
-fn encode_span(span: &FinishedSpan, out: &mut Vec<u8>) {
-    let record = &span.record;
+/// What a length-delimited field of `len` bytes takes, with a one-byte tag.
+#[inline]
+fn field_len(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
+}
+
+/// Appends the span `record`, ended at `end_unix_nanos`, to `out` as one
+/// `ScopeSpans.spans` entry; `scratch` holds the span while its length is
+/// not yet known.
+pub(crate) fn span(record: &SpanRecord, end_unix_nanos: u64, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
+    scratch.clear();
+    encode_span(record, end_unix_nanos, scratch);
+    bytes(out, SCOPE_SPAN, scratch);
+}
+
+fn encode_span(record: &SpanRecord, end_unix_nanos: u64, out: &mut Vec<u8>) {
     let context = &record.context;
     bytes(out, 1, &context.trace_id.to_be_bytes());
     bytes(out, 2, &context.span_id.to_be_bytes());
@@ -82,20 +98,17 @@ fn encode_span(span: &FinishedSpan, out: &mut Vec<u8>) {
     tag(out, 7, FIXED64);
     out.extend_from_slice(&record.start_unix_nanos.to_le_bytes());
     tag(out, 8, FIXED64);
-    out.extend_from_slice(&span.end_unix_nanos.max(record.start_unix_nanos).to_le_bytes());
-    for (key, value) in &record.attributes {
-        key_value(out, 9, key, value);
-    }
+    out.extend_from_slice(&end_unix_nanos.max(record.start_unix_nanos).to_le_bytes());
+    out.extend_from_slice(&record.attributes);
     for link in &record.links {
         encode_link(out, link);
     }
     if record.status as u8 != 0 || record.status_message.is_some() {
         // Status { message = 2, code = 3 }
         let message_text = record.status_message.as_deref().unwrap_or_default();
-        let length =
-            if message_text.is_empty() { 0 } else { 1 + varint_len(message_text.len() as u64) + message_text.len() }
-                + 1
-                + varint_len(record.status as u64);
+        let length = if message_text.is_empty() { 0 } else { field_len(message_text.len()) }
+            + 1
+            + varint_len(record.status as u64);
         tag(out, 15, LEN);
         varint(out, length as u64);
         if !message_text.is_empty() {
@@ -106,6 +119,41 @@ fn encode_span(span: &FinishedSpan, out: &mut Vec<u8>) {
     }
     tag(out, 16, FIXED32);
     out.extend_from_slice(&(u32::from(context.sampled) * SAMPLED | CONTEXT_HAS_IS_REMOTE).to_le_bytes());
+}
+
+/// Appends the attribute `key` = `value` to a span's encoded attributes.
+pub(crate) fn attribute(attributes: &mut Vec<u8>, key: &str, value: AttributeValue<'_>) {
+    key_value(attributes, SPAN_ATTRIBUTE, key, value);
+}
+
+/// Takes the attribute `key` out of a span's encoded attributes, if there.
+pub(crate) fn remove_attribute(attributes: &mut Vec<u8>, key: &str) {
+    let mut at = 0;
+    while at < attributes.len() {
+        // Each entry: tag, length, then KeyValue { key = 1, .. }, written
+        // by `attribute`, so well formed.
+        let Some((length, length_bytes)) = read_varint(&attributes[at + 1..]) else { return };
+        let body = at + 1 + length_bytes;
+        let end = body + length as usize;
+        let Some((key_len, key_len_bytes)) = attributes.get(body + 1..).and_then(read_varint) else { return };
+        let key_start = body + 1 + key_len_bytes;
+        if attributes.get(key_start..key_start + key_len as usize) == Some(key.as_bytes()) {
+            attributes.drain(at..end);
+            return;
+        }
+        at = end;
+    }
+}
+
+fn read_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, byte) in bytes.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
 }
 
 /// Link { trace_id = 1, span_id = 2, trace_state = 3, flags = 6 }
@@ -125,14 +173,16 @@ fn encode_link(out: &mut Vec<u8>, link: &SpanContext) {
 }
 
 /// KeyValue { key = 1, value = 2: AnyValue { string = 1, bool = 2, int = 3, double = 4 } }
-fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: &AttributeValue) {
+fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: AttributeValue<'_>) {
     let value_len = match value {
         AttributeValue::Str(text) => 1 + varint_len(text.len() as u64) + text.len(),
         AttributeValue::Bool(_) => 2,
-        AttributeValue::Int(number) => 1 + varint_len(*number as u64),
+        AttributeValue::Int(number) => 1 + varint_len(number as u64),
         AttributeValue::Double(_) => 9,
     };
     let length = 1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(value_len as u64) + value_len;
+    // One reservation for the entry: the writes below then never grow it.
+    out.reserve(2 + varint_len(length as u64) + length);
     tag(out, field, LEN);
     varint(out, length as u64);
     string(out, 1, key);
@@ -142,12 +192,12 @@ fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: &AttributeValue) {
         AttributeValue::Str(text) => string(out, 1, text),
         AttributeValue::Bool(flag) => {
             tag(out, 2, VARINT);
-            varint(out, u64::from(*flag));
+            varint(out, u64::from(flag));
         }
         AttributeValue::Int(number) => {
             tag(out, 3, VARINT);
             // int64 is written as its two's complement, ten bytes when negative.
-            varint(out, *number as u64);
+            varint(out, number as u64);
         }
         AttributeValue::Double(number) => {
             tag(out, 4, FIXED64);
@@ -156,24 +206,24 @@ fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: &AttributeValue) {
     }
 }
 
-fn message(out: &mut Vec<u8>, field: u32, encoded: &[u8]) {
-    bytes(out, field, encoded);
-}
-
+#[inline]
 fn string(out: &mut Vec<u8>, field: u32, text: &str) {
     bytes(out, field, text.as_bytes());
 }
 
+#[inline]
 fn bytes(out: &mut Vec<u8>, field: u32, data: &[u8]) {
     tag(out, field, LEN);
     varint(out, data.len() as u64);
     out.extend_from_slice(data);
 }
 
+#[inline]
 fn tag(out: &mut Vec<u8>, field: u32, wire_type: u8) {
     varint(out, u64::from(field << 3 | u32::from(wire_type)));
 }
 
+#[inline]
 fn varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
@@ -182,6 +232,7 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
+#[inline]
 fn varint_len(value: u64) -> usize {
     // 7 bits a byte; zero still takes one.
     (64 - (value | 1).leading_zeros() as usize).div_ceil(7)

@@ -10,21 +10,19 @@ use tracing::field::Empty;
 use tracing_subscriber::layer::SubscriberExt as _;
 
 use super::otlp::Envelope;
-use super::{Exporter, FinishedSpan, Sampler, SpanContext, SpanLayer, with_record};
+use super::{Exporter, Sampler, SpanContext, SpanLayer, with_record};
 
 /// Runs `body` with a subscriber whose span layer samples `ratio`, and
-/// returns the spans it finished.
-fn traced(ratio: f64, body: impl FnOnce()) -> Vec<FinishedSpan> {
+/// returns the export request of the spans it finished, as a collector
+/// decodes it, and how many spans the batch counted.
+fn traced(ratio: f64, body: impl FnOnce()) -> (ExportTraceServiceRequest, usize) {
     let exporter = Exporter::unstarted();
     let subscriber =
         tracing_subscriber::registry().with(SpanLayer::new(Sampler::ratio(ratio), false, Arc::clone(&exporter)));
     tracing::subscriber::with_default(subscriber, body);
-    exporter.take()
-}
-
-fn decode(spans: &[FinishedSpan]) -> ExportTraceServiceRequest {
-    let body = Envelope::new("unit").encode(spans, &mut Vec::new());
-    ExportTraceServiceRequest::decode(body.as_slice()).expect("a valid ExportTraceServiceRequest")
+    let batch = exporter.take();
+    let body = Envelope::new("unit").wrap(&batch.bytes);
+    (ExportTraceServiceRequest::decode(body.as_slice()).expect("a valid ExportTraceServiceRequest"), batch.spans)
 }
 
 fn text(value: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
@@ -39,7 +37,7 @@ fn text(value: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> Str
 
 #[test]
 fn a_span_tree_is_exported_as_otlp_reads_it() {
-    let spans = traced(1.0, || {
+    let (request, count) = traced(1.0, || {
         let outer = tracing::info_span!(
             "http",
             otel.name = %format_args!("POST {}", "/mcp"),
@@ -61,10 +59,10 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
             inner.in_scope(|| {});
         });
         outer.record("http.response.status_code", 200_u64);
+        outer.record("url.scheme", "https");
         outer.record("otel.status_code", "ERROR");
     });
-    assert_eq!(spans.len(), 2, "{spans:#?}");
-    let request = decode(&spans);
+    assert_eq!(count, 2);
     assert_eq!(request.resource_spans.len(), 1);
     let resource = request.resource_spans[0].resource.as_ref().unwrap();
     let service = resource.attributes.iter().find(|kv| kv.key == "service.name").unwrap();
@@ -85,7 +83,7 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
         span.attributes.iter().find(|kv| kv.key == key).map(|kv| text(&kv.value))
     };
     assert_eq!(attribute(outer, "http.response.status_code").as_deref(), Some("200"));
-    assert_eq!(attribute(outer, "url.scheme").as_deref(), Some("http"));
+    assert_eq!(attribute(outer, "url.scheme").as_deref(), Some("https"), "recorded again, replaced");
     assert_eq!(attribute(outer, "network.protocol.version").as_deref(), Some("HTTP/1.1"));
     assert_eq!(attribute(outer, "otel.name"), None, "special fields are not attributes");
     assert_eq!(outer.attributes.len(), 3, "{outer:#?}");
@@ -105,12 +103,13 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
 #[test]
 fn a_trace_not_sampled_keeps_its_ids_and_exports_nothing() {
     let mut seen = None;
-    let spans = traced(0.0, || {
+    let (request, count) = traced(0.0, || {
         let span = tracing::info_span!("http", otel.name = "POST /mcp");
         seen = span.in_scope(crate::context::current);
         span.in_scope(|| tracing::info_span!("child").in_scope(|| {}));
     });
-    assert!(spans.is_empty(), "{spans:#?}");
+    assert_eq!(count, 0);
+    assert!(request.resource_spans[0].scope_spans[0].spans.is_empty(), "{request:#?}");
     let (traceparent, tracestate) = seen.expect("ids to send upstream");
     assert!(traceparent.starts_with("00-") && traceparent.ends_with("-00"), "flagged not sampled: {traceparent}");
     assert_eq!(tracestate, None);
@@ -137,7 +136,7 @@ fn a_remote_parent_and_links_reach_the_collector() {
         trace_state: Some(Arc::from("congo=t61rcWkgMzE")),
     };
     let linked = SpanContext { trace_id: 7, span_id: 9, sampled: false, trace_state: None };
-    let spans = traced(1.0, || {
+    let (request, _) = traced(1.0, || {
         let span = tracing::info_span!("mcp");
         with_record(&span, |record| {
             record.adopt(remote.clone());
@@ -151,7 +150,6 @@ fn a_remote_parent_and_links_reach_the_collector() {
             assert_eq!(tracestate.as_deref(), Some("congo=t61rcWkgMzE"));
         });
     });
-    let request = decode(&spans);
     let span = &request.resource_spans[0].scope_spans[0].spans[0];
     assert_eq!(span.trace_id, remote.trace_id.to_be_bytes());
     assert_eq!(span.parent_span_id, remote.span_id.to_be_bytes());
@@ -163,15 +161,35 @@ fn a_remote_parent_and_links_reach_the_collector() {
 }
 
 #[test]
-fn a_full_queue_drops_and_counts_rather_than_grows() {
+fn a_full_batch_drops_and_counts_rather_than_grows() {
     let exporter = Exporter::unstarted();
     let subscriber =
         tracing_subscriber::registry().with(SpanLayer::new(Sampler::ratio(1.0), false, Arc::clone(&exporter)));
+    let mut closed = 0;
     tracing::subscriber::with_default(subscriber, || {
-        for _ in 0..super::export::CAPACITY + 10 {
-            tracing::info_span!("request").in_scope(|| {});
+        while exporter.dropped() < 10 {
+            tracing::info_span!("request", otel.name = "POST /mcp", http.route = "/mcp").in_scope(|| {});
+            closed += 1;
         }
     });
-    assert_eq!(exporter.take().len(), super::export::CAPACITY);
-    assert_eq!(exporter.dropped(), 10);
+    let batch = exporter.take();
+    assert!(batch.bytes.len() <= super::export::CAPACITY);
+    assert!(batch.bytes.len() > super::export::CAPACITY - 200, "full: {} bytes", batch.bytes.len());
+    assert_eq!(batch.spans + 10, closed);
+}
+
+#[test]
+fn only_our_spans_at_info_and_above_are_exported() {
+    let (request, count) = traced(1.0, || {
+        tracing::info_span!(target: "hyper::proto::h1", "read").in_scope(|| {
+            tracing::info_span!("ours").in_scope(|| {});
+        });
+        tracing::debug_span!("ours, too verbose").in_scope(|| {});
+        tracing::warn_span!(target: "switchyard_upstream::client", "upstream").in_scope(|| {});
+    });
+    let names: Vec<_> = request.resource_spans[0].scope_spans[0].spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["ours", "upstream"]);
+    assert_eq!(count, 2);
+    let ours = &request.resource_spans[0].scope_spans[0].spans[0];
+    assert!(ours.parent_span_id.is_empty(), "a dependency's span is nobody's parent");
 }
