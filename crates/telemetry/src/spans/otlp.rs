@@ -17,10 +17,12 @@ const SPAN_ATTRIBUTE: u32 = 9;
 /// `ScopeSpans.spans`.
 const SCOPE_SPAN: u32 = 2;
 
-/// W3C trace flags: sampled.
-const SAMPLED: u32 = 1;
-/// `SpanFlags`: the two bits that say whether the parent or link is remote are known.
-const CONTEXT_HAS_IS_REMOTE: u32 = 0x100;
+/// `SpanFlags`: the W3C trace flags in the low byte, of which we set only
+/// `sampled`. (Whether a parent or link is remote is left unsaid: bits 8
+/// and 9 unset mean unknown.)
+fn flags(sampled: bool) -> u32 {
+    u32::from(sampled)
+}
 
 /// The parts of a request that are the same in every export: the resource
 /// and the instrumentation scope, encoded once.
@@ -118,7 +120,7 @@ fn encode_span(record: &SpanRecord, end_unix_nanos: u64, out: &mut Vec<u8>) {
         varint(out, record.status as u64);
     }
     tag(out, 16, FIXED32);
-    out.extend_from_slice(&(u32::from(context.sampled) * SAMPLED | CONTEXT_HAS_IS_REMOTE).to_le_bytes());
+    out.extend_from_slice(&flags(context.sampled).to_le_bytes());
 }
 
 /// Appends the attribute `key` = `value` to a span's encoded attributes.
@@ -169,7 +171,7 @@ fn encode_link(out: &mut Vec<u8>, link: &SpanContext) {
         string(out, 3, state);
     }
     tag(out, 6, FIXED32);
-    out.extend_from_slice(&(u32::from(link.sampled) * SAMPLED | CONTEXT_HAS_IS_REMOTE).to_le_bytes());
+    out.extend_from_slice(&flags(link.sampled).to_le_bytes());
 }
 
 /// KeyValue { key = 1, value = 2: AnyValue { string = 1, bool = 2, int = 3, double = 4 } }
