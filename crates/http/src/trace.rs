@@ -19,13 +19,15 @@ use tracing::field::Empty;
 pub(crate) struct HttpSpans {
     /// The route template (the endpoint path), never the raw path.
     route: Arc<str>,
+    /// The span's name for a POST, the route's one method, made once.
+    post_name: Arc<str>,
 }
 
 pub(crate) type Layer = TraceLayer<SharedClassifier<ServerErrorsAsFailures>, HttpSpans, (), HttpSpans, (), (), ()>;
 
 /// The layer for the MCP route at `route`.
 pub(crate) fn layer(route: &str) -> Layer {
-    let spans = HttpSpans { route: Arc::from(route) };
+    let spans = HttpSpans { route: Arc::from(route), post_name: Arc::from(format!("POST {route}")) };
     TraceLayer::new_for_http()
         .make_span_with(spans.clone())
         .on_request(())
@@ -37,9 +39,16 @@ pub(crate) fn layer(route: &str) -> Layer {
 
 impl MakeSpan<Body> for HttpSpans {
     fn make_span(&mut self, request: &Request<Body>) -> Span {
+        let other_name;
+        let name = if request.method() == axum::http::Method::POST {
+            &*self.post_name
+        } else {
+            other_name = format!("{} {}", request.method(), self.route);
+            &other_name
+        };
         let span = tracing::info_span!(
             "http",
-            otel.name = %format_args!("{} {}", request.method(), self.route),
+            otel.name = name,
             otel.kind = "server",
             otel.status_code = Empty,
             http.request.method = request.method().as_str(),
