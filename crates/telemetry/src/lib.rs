@@ -123,7 +123,7 @@ pub fn init(config: &Config, log_filter: &str, log_format: LogFormat) -> Result<
 
     let spans = exporting
         .map(|endpoint| {
-            spans::Exporter::start(spans::ExporterConfig {
+            spans::Exporter::spawn(spans::ExporterConfig {
                 url: format!("{endpoint}/v1/traces"),
                 service_name: config.service_name.clone(),
                 interval: config.trace_interval,
@@ -149,7 +149,7 @@ pub fn init(config: &Config, log_filter: &str, log_format: LogFormat) -> Result<
                 .build()
                 .map_err(|e| Error::Exporter(e.to_string()))?;
             Some(
-                push::MetricsPush::start(reader.reader(), exporter, config.metrics_interval)
+                push::MetricsPush::spawn(reader.reader(), exporter, config.metrics_interval)
                     .map_err(Error::Exporter)?,
             )
         }

@@ -210,4 +210,27 @@ mod tests {
         assert_ne!(trace_id, "0".repeat(32));
         assert!(!text.contains('\u{1b}'), "no escape codes in JSON lines");
     }
+
+    /// The span layer filters spans only: a log at `debug` still gets its
+    /// debug events when spans are exported (no level cap from the layer).
+    #[test]
+    fn exporting_spans_keeps_debug_logs() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let spans = crate::spans::Exporter::unstarted();
+        let subscriber = tracing_subscriber::registry()
+            .with(JsonLines::new(move || writer.clone()).with_filter(tracing_subscriber::filter::FilterExt::and(
+                tracing_subscriber::EnvFilter::new("debug"),
+                tracing_subscriber::filter::filter_fn(|m| !m.is_span()),
+            )))
+            .with(crate::spans::SpanLayer::new(crate::spans::Sampler::ratio(1.0), false, spans));
+        assert!(
+            tracing::Subscriber::max_level_hint(&subscriber)
+                .is_none_or(|max| max >= tracing::level_filters::LevelFilter::DEBUG),
+            "the subscriber caps levels below debug"
+        );
+        tracing::subscriber::with_default(subscriber, || tracing::debug!("a detail"));
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("a detail"), "{text:?}");
+    }
 }

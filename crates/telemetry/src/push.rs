@@ -28,7 +28,7 @@ impl MetricsPush {
     ///
     /// # Errors
     /// When the thread cannot be started.
-    pub(crate) fn start(
+    pub(crate) fn spawn(
         reader: SharedReader,
         exporter: opentelemetry_otlp::MetricExporter,
         interval: Duration,

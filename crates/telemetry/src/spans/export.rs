@@ -15,14 +15,16 @@ use std::time::{Duration, Instant};
 
 use std::cell::RefCell;
 
-use super::SpanRecord;
 use super::otlp::{self, Envelope};
+use super::{KEPT_BUFFER, SpanRecord};
 
 /// Spans that wake the exporter: a batch this full is sent at once.
 const BATCH: usize = 1024;
 /// Encoded spans waiting at most, in bytes (about 16,000 of our request
 /// spans); beyond this they are dropped.
 pub(super) const CAPACITY: usize = 4 << 20;
+/// How long the last export at shutdown may take at most.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Failed exports are logged at most this often.
 const COMPLAINT_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -53,7 +55,7 @@ impl Exporter {
     ///
     /// # Errors
     /// When the HTTP client or the thread cannot be built.
-    pub(crate) fn start(config: ExporterConfig) -> Result<Arc<Self>, String> {
+    pub(crate) fn spawn(config: ExporterConfig) -> Result<Arc<Self>, String> {
         let exporter = Arc::new(Self {
             queue: Mutex::new(Batch::default()),
             wake: Condvar::new(),
@@ -120,28 +122,43 @@ impl Exporter {
             let (body, entry) = &mut *scratch;
             entry.clear();
             otlp::span(record, end_unix_nanos, body, entry);
-            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            if queue.bytes.len() + entry.len() > CAPACITY {
-                return false;
+            let queued = self.append(entry);
+            if body.capacity() > KEPT_BUFFER || entry.capacity() > KEPT_BUFFER {
+                *body = Vec::new();
+                *entry = Vec::new();
             }
-            queue.bytes.extend_from_slice(entry);
-            queue.spans += 1;
-            let full = queue.spans == BATCH;
-            drop(queue);
-            if full {
-                self.wake.notify_one();
-            }
-            true
+            queued
         });
         if queued != Ok(true) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
+    /// Appends one encoded span; false when the batch is at its bound.
+    fn append(&self, entry: &[u8]) -> bool {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if queue.bytes.len() + entry.len() > CAPACITY {
+            return false;
+        }
+        queue.bytes.extend_from_slice(entry);
+        queue.spans += 1;
+        let full = queue.spans == BATCH;
+        drop(queue);
+        if full {
+            self.wake.notify_one();
+        }
+        true
+    }
+
     /// Sends what is queued and stops the thread; waits at most for one
     /// export per batch queued, each bounded by the timeout.
     pub(crate) fn shutdown(&self) {
-        self.closing.store(true, Ordering::Release);
+        {
+            // Under the lock, so the thread cannot miss it between reading
+            // the flag and waiting.
+            let _queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            self.closing.store(true, Ordering::Release);
+        }
         self.wake.notify_one();
         let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(thread) = thread {
@@ -160,24 +177,30 @@ impl Exporter {
         let mut failed = 0u64;
         let mut reported_dropped = 0u64;
         loop {
-            let closing = self.closing.load(Ordering::Acquire);
-            let batch = {
+            let (batch, closing) = {
                 let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-                if queue.spans < BATCH && !closing {
+                if queue.spans < BATCH && !self.closing.load(Ordering::Acquire) {
                     queue = self.wake.wait_timeout(queue, config.interval).unwrap_or_else(PoisonError::into_inner).0;
                 }
+                let closing = self.closing.load(Ordering::Acquire);
                 // The next batch is likely the size of this one; an
                 // exceptional one is not kept as the norm.
                 let expected = queue.bytes.len().min(1 << 20);
-                std::mem::replace(&mut *queue, Batch { bytes: Vec::with_capacity(expected), spans: 0 })
+                (std::mem::replace(&mut *queue, Batch { bytes: Vec::with_capacity(expected), spans: 0 }), closing)
             };
             if batch.spans > 0 {
+                // At shutdown a collector gets little time: the pod's grace
+                // period is shared with the metrics' last push.
+                let timeout = if closing { config.timeout.min(SHUTDOWN_TIMEOUT) } else { config.timeout };
                 let sent = client
                     .post(&config.url)
                     .header(http::header::CONTENT_TYPE, "application/x-protobuf")
+                    .timeout(timeout)
                     .body(envelope.wrap(&batch.bytes))
                     .send()
-                    .and_then(reqwest::blocking::Response::error_for_status);
+                    .and_then(reqwest::blocking::Response::error_for_status)
+                    // Read to the end, so the connection is kept for the next batch.
+                    .and_then(|mut answer| answer.copy_to(&mut std::io::sink()));
                 if let Err(error) = sent {
                     if closing {
                         // Shutting down: one failed attempt is all a

@@ -24,6 +24,7 @@
 //!   record through [`with_record`] before anything inside it starts.
 //! - **Span events** (a `tracing` event inside a span) are logs, not span
 //!   events: they go to stderr with the span's ids (`log_format = "json"`).
+//!   An error logged inside a span sets the span's status to error.
 //! - **Special fields**, as `tracing-opentelemetry` reads them: `otel.name`
 //!   (the span's name; else the `tracing` name), `otel.kind` (`server`,
 //!   `client`, `producer`, `consumer`, `internal`), `otel.status_code`
@@ -40,10 +41,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tracing::field::{Field, Visit};
-use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
-use tracing::{Dispatch, Level, Metadata, Subscriber};
+use tracing::{Dispatch, Event, Level, Metadata, Subscriber};
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
@@ -130,7 +130,8 @@ pub(crate) enum AttributeValue<'a> {
 /// Decides whether a new trace is recorded.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sampler {
-    /// A trace is sampled when the low 63 bits of its id are below this.
+    /// A trace is sampled when bits 1 to 63 of its id's low 64 bits are
+    /// below this (OpenTelemetry's `TraceIdRatioBased` rule).
     threshold: u64,
     always: bool,
 }
@@ -211,8 +212,21 @@ where
         !metadata.is_span() || exported(metadata)
     }
 
-    fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(LevelFilter::INFO)
+    // No `max_level_hint`: a hint caps every callsite in the process, logs
+    // included, and the log filter may ask for debug events.
+
+    /// An error logged inside a span marks the span as failed, as
+    /// `tracing-opentelemetry` did; the event itself goes to the log only.
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if *event.metadata().level() != Level::ERROR {
+            return;
+        }
+        let Some(span) = ctx.event_span(event) else { return };
+        if let Some(record) = span.extensions_mut().get_mut::<SpanRecord>()
+            && record.status == Status::Unset
+        {
+            record.status = Status::Error;
+        }
     }
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
@@ -280,6 +294,9 @@ struct Recorder<'a> {
     replacing: bool,
 }
 
+/// The most a thread keeps of a buffer it reuses between spans.
+pub(crate) const KEPT_BUFFER: usize = 64 << 10;
+
 thread_local! {
     /// Where a `Debug` value is formatted before it is encoded.
     static FORMATTED: RefCell<String> = const { RefCell::new(String::new()) };
@@ -345,6 +362,11 @@ impl Visit for Recorder<'_> {
             buffer.clear();
             let _ = write!(buffer, "{value:?}");
             self.text(field, &buffer);
+            // A client can make one value large (a long request id); the
+            // thread does not keep that much for good.
+            if buffer.capacity() > KEPT_BUFFER {
+                *buffer = String::new();
+            }
             true
         });
         if reused != Ok(true) {

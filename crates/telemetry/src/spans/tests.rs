@@ -193,3 +193,15 @@ fn only_our_spans_at_info_and_above_are_exported() {
     let ours = &request.resource_spans[0].scope_spans[0].spans[0];
     assert!(ours.parent_span_id.is_empty(), "a dependency's span is nobody's parent");
 }
+
+#[test]
+fn an_error_logged_inside_a_span_marks_it_failed() {
+    let (request, _) = traced(1.0, || {
+        tracing::info_span!("failing").in_scope(|| tracing::error!("the plugin failed"));
+        tracing::info_span!("warned").in_scope(|| tracing::warn!("slow"));
+    });
+    let spans = &request.resource_spans[0].scope_spans[0].spans;
+    let status = |name: &str| spans.iter().find(|s| s.name == name).unwrap().status.as_ref().map(|s| s.code);
+    assert_eq!(status("failing"), Some(2), "{spans:#?}");
+    assert_eq!(status("warned"), None);
+}
