@@ -9,7 +9,8 @@
 # Starts the server under callgrind with instrumentation off, sends 300
 # requests to warm it, turns instrumentation on, sends `requests` (default
 # 2,000) one at a time on one keep-alive connection, dumps, and prints the
-# instructions per request. Needs valgrind and python3.
+# instructions per request. Needs valgrind and python3. With CALLGRIND_OUT=FILE
+# set, the dump is kept there for `callgrind_annotate FILE`.
 set -euo pipefail
 binary=$(realpath "$1")
 requests=${2:-2000}
@@ -61,3 +62,6 @@ for _ in range(300):
     time.sleep(0.1)
 print(f"{total / requests:.0f} instructions per tools/call ({requests} requests, {total} in all)")
 EOF
+if [[ -n ${CALLGRIND_OUT:-} ]]; then
+  cp "$(ls -t "$work"/callgrind.out.* | head -1)" "$CALLGRIND_OUT"
+fi
