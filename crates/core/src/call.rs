@@ -189,12 +189,16 @@ impl Call<'_> {
                 notifier: self.notifier.clone(),
                 changes: Some(self.deps.catalog.change_sink()),
             };
-            let span = tracing::info_span!(
-                "plugin",
-                otel.name = %format_args!("plugin {}", plugin.id()),
-                otel.kind = "internal",
-                switchyard.plugin.id = plugin.id(),
-            );
+            let span = if plugin.own_span() {
+                tracing::info_span!(
+                    "plugin",
+                    otel.name = %format_args!("plugin {}", plugin.id()),
+                    otel.kind = "internal",
+                    switchyard.plugin.id = plugin.id(),
+                )
+            } else {
+                tracing::Span::none()
+            };
             let mut running = tracing::Instrument::instrument(call(plugin.as_ref(), cx), span);
             // Most built-in calls finish on their first poll: only a call that
             // has to wait pays for a timer (the timer wheel is shared by every

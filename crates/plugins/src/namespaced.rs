@@ -60,6 +60,10 @@ impl Plugin for Namespaced {
         self.rename(self.inner.tools())
     }
 
+    fn own_span(&self) -> bool {
+        self.inner.own_span()
+    }
+
     fn resources(&self) -> Vec<Value> {
         self.inner.resources()
     }

@@ -31,6 +31,11 @@ impl Plugin for Calculator {
         "builtin.calculator"
     }
 
+    /// Answered in the request's own code: the MCP span times it.
+    fn own_span(&self) -> bool {
+        false
+    }
+
     fn tools(&self) -> Vec<Value> {
         vec![json!({
             "name": "calculator_arithmetic",

@@ -15,6 +15,11 @@ impl Plugin for Echo {
         "builtin.echo"
     }
 
+    /// Answered in the request's own code: the MCP span times it.
+    fn own_span(&self) -> bool {
+        false
+    }
+
     fn tools(&self) -> Vec<Value> {
         vec![json!({
             "name": "echo",
