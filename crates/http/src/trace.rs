@@ -8,11 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{Request, Response};
+use axum::http::{Request, Response, Version};
+use switchyard_telemetry::FixedAttributes;
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
 use tower_http::trace::{MakeSpan, OnResponse, TraceLayer};
 use tracing::Span;
 use tracing::field::Empty;
+
+/// The HTTP versions a span tells apart, in the order of `version_index`.
+const VERSIONS: [&str; 6] = ["0.9", "1.0", "1.1", "2", "3", "_OTHER"];
 
 /// Makes the span and records the response, for one route.
 #[derive(Debug, Clone)]
@@ -21,13 +25,20 @@ pub(crate) struct HttpSpans {
     route: Arc<str>,
     /// The span's name for a POST, the route's one method, made once.
     post_name: Arc<str>,
+    /// A POST span's attributes (method, route, scheme, protocol version),
+    /// by HTTP version: the same for every request, so encoded once.
+    post_attributes: Arc<[FixedAttributes]>,
 }
 
 pub(crate) type Layer = TraceLayer<SharedClassifier<ServerErrorsAsFailures>, HttpSpans, (), HttpSpans, (), (), ()>;
 
 /// The layer for the MCP route at `route`.
 pub(crate) fn layer(route: &str) -> Layer {
-    let spans = HttpSpans { route: Arc::from(route), post_name: Arc::from(format!("POST {route}")) };
+    let spans = HttpSpans {
+        route: Arc::from(route),
+        post_name: Arc::from(format!("POST {route}")),
+        post_attributes: VERSIONS.iter().map(|version| attributes("POST", route, version)).collect(),
+    };
     TraceLayer::new_for_http()
         .make_span_with(spans.clone())
         .on_request(())
@@ -37,10 +48,21 @@ pub(crate) fn layer(route: &str) -> Layer {
         .on_failure(())
 }
 
+/// The span's attributes known from the request line.
+fn attributes(method: &str, route: &str, version: &str) -> FixedAttributes {
+    FixedAttributes::new([
+        ("http.request.method", method),
+        ("http.route", route),
+        ("url.scheme", "http"),
+        ("network.protocol.version", version),
+    ])
+}
+
 impl MakeSpan<Body> for HttpSpans {
     fn make_span(&mut self, request: &Request<Body>) -> Span {
+        let post = request.method() == axum::http::Method::POST;
         let other_name;
-        let name = if request.method() == axum::http::Method::POST {
+        let name = if post {
             &*self.post_name
         } else {
             other_name = format!("{} {}", request.method(), self.route);
@@ -51,26 +73,30 @@ impl MakeSpan<Body> for HttpSpans {
             otel.name = name,
             otel.kind = "server",
             otel.status_code = Empty,
-            http.request.method = request.method().as_str(),
-            http.route = &*self.route,
-            url.scheme = "http",
-            network.protocol.version = protocol_version(request.version()),
             http.response.status_code = Empty,
         );
+        let version = version_index(request.version());
+        if post {
+            self.post_attributes[version].add_to(&span);
+        } else if !span.is_disabled() {
+            // Answered 405; rare enough to be encoded each time.
+            attributes(request.method().as_str(), &self.route, VERSIONS[version]).add_to(&span);
+        }
         switchyard_telemetry::context::parent_from_headers(&span, request.headers());
         span
     }
 }
 
-/// `network.protocol.version` as the semantic conventions write it.
-fn protocol_version(version: axum::http::Version) -> &'static str {
+/// Where `version` is in [`VERSIONS`] (`network.protocol.version` as the
+/// semantic conventions write it).
+fn version_index(version: Version) -> usize {
     match version {
-        axum::http::Version::HTTP_09 => "0.9",
-        axum::http::Version::HTTP_10 => "1.0",
-        axum::http::Version::HTTP_11 => "1.1",
-        axum::http::Version::HTTP_2 => "2",
-        axum::http::Version::HTTP_3 => "3",
-        _ => "_OTHER",
+        Version::HTTP_09 => 0,
+        Version::HTTP_10 => 1,
+        Version::HTTP_11 => 2,
+        Version::HTTP_2 => 3,
+        Version::HTTP_3 => 4,
+        _ => 5,
     }
 }
 

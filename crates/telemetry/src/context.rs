@@ -12,7 +12,9 @@
 //! An untrusted context becomes a link of a new trace that our own sampler
 //! decides, so the two traces can still be found from each other.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+use http::HeaderName;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::spans::{self, SpanContext};
@@ -80,10 +82,14 @@ fn adopt(span: &tracing::Span, remote: SpanContext) -> bool {
 /// `tracestate` headers, if they are present and well formed and clients
 /// are trusted with traces (else links it). Returns whether it did.
 pub fn parent_from_headers(span: &tracing::Span, headers: &http::HeaderMap) -> bool {
-    let Some(traceparent) = headers.get(TRACEPARENT).and_then(|v| v.to_str().ok()) else {
+    // Header names made once: a `&str` key is parsed at every lookup.
+    static NAMES: LazyLock<(HeaderName, HeaderName)> =
+        LazyLock::new(|| (HeaderName::from_static(TRACEPARENT), HeaderName::from_static(TRACESTATE)));
+    let (traceparent_header, tracestate_header) = &*NAMES;
+    let Some(traceparent) = headers.get(traceparent_header).and_then(|v| v.to_str().ok()) else {
         return false;
     };
-    let tracestate = headers.get(TRACESTATE).and_then(|v| v.to_str().ok());
+    let tracestate = headers.get(tracestate_header).and_then(|v| v.to_str().ok());
     match parse(traceparent, tracestate) {
         Some(remote) => adopt(span, remote),
         None => false,

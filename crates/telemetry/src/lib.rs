@@ -32,8 +32,6 @@ use std::sync::Arc;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
-use tracing_subscriber::Layer as _;
-use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -41,6 +39,7 @@ pub use logs::LogFormat;
 pub use metrics::{Metrics, ToolOutcome, metrics};
 pub use prometheus::Prometheus;
 pub use settings::{RawTelemetry, Settings};
+pub use spans::FixedAttributes;
 
 /// Telemetry settings; composed into the binary's `Config`.
 #[derive(Debug, Clone)]
@@ -161,13 +160,11 @@ pub fn init(config: &Config, log_filter: &str, log_format: LogFormat) -> Result<
 
     let filter = tracing_subscriber::EnvFilter::try_new(log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = logs::layer(log_format);
-    // The log takes events only, as before there were spans: were it to take
-    // the per-request spans too, every request would pay for formatting
-    // their fields even with no collector configured. Without an OTLP
-    // endpoint no layer wants a span, so none is created.
-    let events_only = tracing_subscriber::filter::filter_fn(|metadata| !metadata.is_span());
-    let registry = tracing_subscriber::registry().with(logs.with_filter(filter.and(events_only)));
+    // The log takes events only: were it to take the per-request spans too,
+    // every request would pay for formatting their fields even with no
+    // collector configured. Without an OTLP endpoint no layer wants a span,
+    // so none is created.
+    let registry = tracing_subscriber::registry().with(logs::layer(log_format, filter, spans.is_some()));
     let installed = match &spans {
         Some(exporter) => {
             // Spans are exported whatever the log filter says (logs at `warn`

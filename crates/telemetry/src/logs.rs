@@ -3,20 +3,23 @@
 //! for the aggregators operators ship pod logs to, carrying the trace and
 //! span ids when the event happened inside a traced request.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::io::{IsTerminal as _, Write as _};
-use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
-use tracing::dispatcher::WeakDispatch;
 use tracing::field::{Field, Visit};
-use tracing::{Dispatch, Event, Subscriber};
+use tracing::subscriber::Interest;
+use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime as _, SystemTime};
-use tracing_subscriber::layer::Context;
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::layer::{Context, Filter};
+use tracing_subscriber::registry::{LookupSpan, SpanRef};
+
+use crate::spans::SpanRecord;
 
 /// How log lines are written (`log_format`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
@@ -33,18 +36,17 @@ pub enum LogFormat {
     Json,
 }
 
-/// The logging layer for `format`, writing to stderr.
-pub(crate) fn layer<S>(format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    match format {
+/// The logging layer for `format`, writing to stderr the events `filter`
+/// lets through. `spans_recorded`: another layer records spans (an OTLP
+/// endpoint is configured), so this one must let them be created.
+pub(crate) fn layer(format: LogFormat, filter: EnvFilter, spans_recorded: bool) -> LogLines<fn() -> std::io::Stderr> {
+    let shape = match format {
         LogFormat::Text => {
-            let coloured = colour(std::io::stderr().is_terminal(), |name| std::env::var(name).ok());
-            Box::new(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(coloured))
+            Shape::Text { coloured: colour(std::io::stderr().is_terminal(), |name| std::env::var(name).ok()) }
         }
-        LogFormat::Json => Box::new(JsonLines::new(std::io::stderr)),
-    }
+        LogFormat::Json => Shape::Json,
+    };
+    LogLines { writer: std::io::stderr, shape, filter, spans_recorded }
 }
 
 /// Whether text lines are coloured: on a terminal unless `NO_COLOR` says
@@ -58,65 +60,157 @@ fn colour(terminal: bool, var: impl Fn(&str) -> Option<String>) -> bool {
     terminal && var("NO_COLOR").is_none_or(|value| value.is_empty())
 }
 
-/// Writes each event as one JSON object on a line. A layer of its own
-/// rather than a format of `fmt`'s: it must find the OpenTelemetry context
-/// of the span the event happened in, which takes the dispatcher the layer
-/// is registered with (inside an event's dispatch, the default one cannot be
-/// asked again).
-struct JsonLines<W> {
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Text { coloured: bool },
+    Json,
+}
+
+/// Writes each event the filter passes as one line, and takes no part in
+/// spans. A layer of our own, filtering itself, rather than `fmt`'s layer
+/// under a per-layer filter: a per-layer filter looks every span up in the
+/// registry at each enter, exit, record and close, to learn that the log
+/// does not want it: about 2,500 instructions of every traced request
+/// (#18), for nothing.
+pub(crate) struct LogLines<W> {
     writer: W,
-    dispatch: OnceLock<WeakDispatch>,
+    shape: Shape,
+    /// Decides which events are written, as an `EnvFilter` directive says.
+    filter: EnvFilter,
+    spans_recorded: bool,
 }
 
-impl<W> JsonLines<W> {
-    fn new(writer: W) -> Self {
-        Self { writer, dispatch: OnceLock::new() }
-    }
-
-    /// The trace and span ids of the span `id`, when it is traced (with no
-    /// OTLP endpoint no span is recorded, and this is `None`). A span's
-    /// remote parent is set before anything inside it logs, as our spans do.
-    fn trace_of(&self, id: &tracing::span::Id) -> Option<(String, String)> {
-        let dispatch = self.dispatch.get()?.upgrade()?;
-        crate::spans::record_of(&dispatch, id, |record| {
-            (format!("{:032x}", record.context.trace_id), format!("{:016x}", record.context.span_id))
-        })
-    }
-}
-
-impl<S, W> Layer<S> for JsonLines<W>
+impl<S, W> Layer<S> for LogLines<W>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    fn on_register_dispatch(&self, dispatch: &Dispatch) {
-        let _ = self.dispatch.set(dispatch.downgrade());
+    // The log says yes to every span when spans are recorded (the span
+    // layer decides which), and no to all of them otherwise, so that
+    // without a collector no span is ever created.
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        match metadata.is_span() {
+            true if self.spans_recorded => Interest::always(),
+            true => Interest::never(),
+            false => Filter::<S>::callsite_enabled(&self.filter, metadata),
+        }
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>, ctx: Context<'_, S>) -> bool {
+        match metadata.is_span() {
+            true => self.spans_recorded,
+            false => Filter::<S>::enabled(&self.filter, metadata, &ctx),
+        }
+    }
+
+    // A level hint caps every callsite, spans included: given only when no
+    // span is wanted.
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        if self.spans_recorded { None } else { Filter::<S>::max_level_hint(&self.filter) }
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        let mut line = Map::new();
-        let mut timestamp = String::new();
-        let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
-        line.insert("timestamp".into(), timestamp.into());
-        line.insert("level".into(), event.metadata().level().as_str().into());
-        line.insert("target".into(), event.metadata().target().into());
-        let mut fields = Fields(Map::new());
-        event.record(&mut fields);
-        if let Some(message) = fields.0.remove("message") {
-            line.insert("message".into(), message);
-        }
-        if !fields.0.is_empty() {
-            line.insert("fields".into(), Value::Object(fields.0));
-        }
-        if let Some((trace_id, span_id)) = ctx.current_span().id().and_then(|id| self.trace_of(id)) {
-            line.insert("trace_id".into(), trace_id.into());
-            line.insert("span_id".into(), span_id.into());
-        }
-        let mut text = Value::Object(line).to_string();
+        let mut text = match self.shape {
+            Shape::Text { coloured } => text_line(event, coloured),
+            Shape::Json => json_line(event, ctx.lookup_current().and_then(|span| trace_of(&span))),
+        };
         text.push('\n');
         // One write a line, so lines from several threads do not interleave.
         let _ = self.writer.make_writer().write_all(text.as_bytes());
     }
+}
+
+/// The trace and span ids of `span`, when it is traced (with no OTLP
+/// endpoint no span is recorded, and this is `None`). A span's remote parent
+/// is set before anything inside it logs, as our spans do.
+fn trace_of<S>(span: &SpanRef<'_, S>) -> Option<(String, String)>
+where
+    S: for<'a> LookupSpan<'a>,
+{
+    let extensions = span.extensions();
+    let record = extensions.get::<SpanRecord>()?;
+    Some((format!("{:032x}", record.context.trace_id), format!("{:016x}", record.context.span_id)))
+}
+
+/// `timestamp  LEVEL target: message key=value`, as `tracing`'s own text
+/// format writes it.
+fn text_line(event: &Event<'_>, coloured: bool) -> String {
+    let paint = |line: &mut String, code: &str, text: &dyn fmt::Display| {
+        let _ = if coloured { write!(line, "\x1b[{code}m{text}\x1b[0m") } else { write!(line, "{text}") };
+    };
+    let mut line = String::with_capacity(128);
+    let mut timestamp = String::new();
+    let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+    paint(&mut line, "2", &timestamp);
+    line.push(' ');
+    let metadata = event.metadata();
+    let level = *metadata.level();
+    let code = match level {
+        Level::TRACE => "35",
+        Level::DEBUG => "34",
+        Level::INFO => "32",
+        Level::WARN => "33",
+        Level::ERROR => "31",
+    };
+    paint(&mut line, code, &format_args!("{:>5}", level.as_str()));
+    line.push(' ');
+    paint(&mut line, "2", &format_args!("{}:", metadata.target()));
+    event.record(&mut TextFields { line: &mut line, coloured });
+    line
+}
+
+/// Appends an event's fields: the message as it is, the others `key=value`.
+struct TextFields<'a> {
+    line: &'a mut String,
+    coloured: bool,
+}
+
+impl TextFields<'_> {
+    fn write(&mut self, field: &Field, value: &dyn fmt::Display) {
+        let _ = match (field.name(), self.coloured) {
+            ("message", _) => write!(self.line, " {value}"),
+            (name, true) => write!(self.line, " \x1b[3m{name}\x1b[0m\x1b[2m=\x1b[0m{value}"),
+            (name, false) => write!(self.line, " {name}={value}"),
+        };
+    }
+}
+
+impl Visit for TextFields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "message" => self.write(field, &value),
+            _ => self.write(field, &format_args!("{value:?}")),
+        }
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.write(field, &value);
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.write(field, &format_args!("{value:?}"));
+    }
+}
+
+/// One JSON object: see [`LogFormat::Json`].
+fn json_line(event: &Event<'_>, trace: Option<(String, String)>) -> String {
+    let mut line = Map::new();
+    let mut timestamp = String::new();
+    let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+    line.insert("timestamp".into(), timestamp.into());
+    line.insert("level".into(), event.metadata().level().as_str().into());
+    line.insert("target".into(), event.metadata().target().into());
+    let mut fields = Fields(Map::new());
+    event.record(&mut fields);
+    if let Some(message) = fields.0.remove("message") {
+        line.insert("message".into(), message);
+    }
+    if !fields.0.is_empty() {
+        line.insert("fields".into(), Value::Object(fields.0));
+    }
+    if let Some((trace_id, span_id)) = trace {
+        line.insert("trace_id".into(), trace_id.into());
+        line.insert("span_id".into(), span_id.into());
+    }
+    Value::Object(line).to_string()
 }
 
 /// An event's fields as JSON values.
@@ -181,23 +275,40 @@ mod tests {
         }
     }
 
-    #[test]
-    fn json_lines_carry_fields_and_the_trace_of_a_traced_span() {
+    fn lines(format: LogFormat, filter: &str, spans: bool) -> (LogLines<impl for<'w> MakeWriter<'w>>, Captured) {
         let captured = Captured::default();
         let writer = captured.clone();
+        let shape = match format {
+            LogFormat::Text => Shape::Text { coloured: false },
+            LogFormat::Json => Shape::Json,
+        };
+        (
+            LogLines { writer: move || writer.clone(), shape, filter: EnvFilter::new(filter), spans_recorded: spans },
+            captured,
+        )
+    }
+
+    impl Captured {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    #[test]
+    fn json_lines_carry_fields_and_the_trace_of_a_traced_span() {
+        let (log, captured) = lines(LogFormat::Json, "info", true);
         let spans = crate::spans::Exporter::unstarted();
-        let subscriber = tracing_subscriber::registry()
-            // As `init` filters the log: events only.
-            .with(
-                JsonLines::new(move || writer.clone())
-                    .with_filter(tracing_subscriber::filter::filter_fn(|m| !m.is_span())),
-            )
-            .with(crate::spans::SpanLayer::new(crate::spans::Sampler::ratio(1.0), false, spans));
+        let subscriber = tracing_subscriber::registry().with(log).with(crate::spans::SpanLayer::new(
+            crate::spans::Sampler::ratio(1.0),
+            false,
+            spans,
+        ));
         tracing::subscriber::with_default(subscriber, || {
             tracing::warn!(missed = 3_u64, cause = "trimmed", "events were lost");
             tracing::info_span!("request").in_scope(|| tracing::info!("inside"));
+            tracing::debug!("below the filter");
         });
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let text = captured.text();
         let lines: Vec<Value> = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert_eq!(lines[0]["level"], "WARN");
@@ -211,26 +322,72 @@ mod tests {
         assert!(!text.contains('\u{1b}'), "no escape codes in JSON lines");
     }
 
-    /// The span layer filters spans only: a log at `debug` still gets its
-    /// debug events when spans are exported (no level cap from the layer).
+    #[test]
+    fn text_lines_read_as_tracing_writes_them() {
+        let (log, captured) = lines(LogFormat::Text, "info", false);
+        let subscriber = tracing_subscriber::registry().with(log);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(missed = 3_u64, cause = "trimmed", "events were lost");
+            tracing::info_span!("request").in_scope(|| tracing::info!(target: "switchyard::x", "inside"));
+            tracing::debug!("below the filter");
+        });
+        let text = captured.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let (timestamp, rest) = lines[0].split_once(' ').unwrap();
+        assert!(timestamp.ends_with('Z'), "{text}");
+        assert!(
+            rest.ends_with(" WARN switchyard_telemetry::logs::tests: events were lost missed=3 cause=\"trimmed\""),
+            "{text}"
+        );
+        assert!(lines[1].ends_with("  INFO switchyard::x: inside"), "a span is not part of a line: {text}");
+        assert!(!text.contains('\u{1b}'), "no escape codes unless coloured");
+    }
+
+    /// Without a span exporter no span is created at all; with one, the log
+    /// still takes events only.
+    #[test]
+    fn the_log_creates_no_span_of_its_own() {
+        let (log, _) = lines(LogFormat::Text, "trace", false);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(log), || {
+            assert!(tracing::info_span!("request").is_disabled());
+        });
+        let (log, _) = lines(LogFormat::Text, "trace", true);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(log), || {
+            assert!(!tracing::info_span!("request").is_disabled(), "the span layer decides");
+        });
+    }
+
+    /// The span layer filters spans only, and the log's filter events only:
+    /// a log at `debug` gets its debug events when spans are exported, and
+    /// a log at `warn` does not turn spans off.
     #[test]
     fn exporting_spans_keeps_debug_logs() {
-        let captured = Captured::default();
-        let writer = captured.clone();
+        let (log, captured) = lines(LogFormat::Json, "debug", true);
         let spans = crate::spans::Exporter::unstarted();
-        let subscriber = tracing_subscriber::registry()
-            .with(JsonLines::new(move || writer.clone()).with_filter(tracing_subscriber::filter::FilterExt::and(
-                tracing_subscriber::EnvFilter::new("debug"),
-                tracing_subscriber::filter::filter_fn(|m| !m.is_span()),
-            )))
-            .with(crate::spans::SpanLayer::new(crate::spans::Sampler::ratio(1.0), false, spans));
+        let subscriber = tracing_subscriber::registry().with(log).with(crate::spans::SpanLayer::new(
+            crate::spans::Sampler::ratio(1.0),
+            false,
+            spans,
+        ));
         assert!(
             tracing::Subscriber::max_level_hint(&subscriber)
                 .is_none_or(|max| max >= tracing::level_filters::LevelFilter::DEBUG),
             "the subscriber caps levels below debug"
         );
         tracing::subscriber::with_default(subscriber, || tracing::debug!("a detail"));
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        assert!(text.contains("a detail"), "{text:?}");
+        assert!(captured.text().contains("a detail"), "{:?}", captured.text());
+
+        let (log, _) = lines(LogFormat::Json, "warn", true);
+        let spans = crate::spans::Exporter::unstarted();
+        let subscriber = tracing_subscriber::registry().with(log).with(crate::spans::SpanLayer::new(
+            crate::spans::Sampler::ratio(1.0),
+            false,
+            spans,
+        ));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(target: "switchyard", "request");
+            assert!(!span.is_disabled(), "a log at warn turned an info span off");
+        });
     }
 }

@@ -34,7 +34,6 @@
 mod export;
 mod otlp;
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
@@ -43,7 +42,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
-use tracing::{Dispatch, Event, Level, Metadata, Subscriber};
+use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
@@ -72,12 +71,22 @@ pub(crate) struct SpanRecord {
     /// Whether attributes are being recorded (sampled, or possibly so).
     recording: bool,
     start_unix_nanos: u64,
-    name: Cow<'static, str>,
+    /// The `tracing` name, the span's name unless `otel.name` gave one.
+    default_name: &'static str,
+    /// Whether `otel.name` was written into `encoded`.
+    named: bool,
+    /// The fields (by index in the span's field set, the first 64) that
+    /// have a value in `encoded`: a field recorded for the first time after
+    /// the start (declared `Empty`) need not be looked for.
+    valued: u64,
     kind: Kind,
     status: Status,
     status_message: Option<String>,
-    /// The attributes, already encoded as the span's OTLP `KeyValue`s.
-    attributes: Vec<u8>,
+    /// Fields of the OTLP `Span` as they were recorded, already encoded:
+    /// the attributes, as `KeyValue`s, and the name from `otel.name`.
+    /// (Protobuf takes the last of a repeated singular field, so a name
+    /// recorded again later is simply appended.)
+    encoded: Vec<u8>,
     links: Vec<SpanContext>,
 }
 
@@ -250,17 +259,20 @@ where
             context,
             parent_span_id,
             recording,
-            start_unix_nanos: now_unix_nanos(),
-            name: Cow::Borrowed(attrs.metadata().name()),
+            // A span that records nothing is never exported: no clock read.
+            start_unix_nanos: if recording { now_unix_nanos() } else { 0 },
+            default_name: attrs.metadata().name(),
+            named: false,
+            valued: 0,
             kind: Kind::Internal,
             status: Status::Unset,
             status_message: None,
-            attributes: Vec::new(),
+            encoded: Vec::new(),
             links: Vec::new(),
         };
         if recording {
             // About what our spans' attributes take, encoded.
-            record.attributes.reserve(attrs.fields().len() * 32);
+            record.encoded.reserve(attrs.fields().len() * 32);
             attrs.record(&mut Recorder { record: &mut record, replacing: false });
         }
         span.extensions_mut().insert(record);
@@ -304,11 +316,13 @@ thread_local! {
 
 impl Recorder<'_> {
     fn set(&mut self, field: &Field, value: AttributeValue<'_>) {
-        let attributes = &mut self.record.attributes;
-        if self.replacing {
-            otlp::remove_attribute(attributes, field.name());
+        let record = &mut *self.record;
+        let bit = 1u64.checked_shl(field.index() as u32).unwrap_or(0);
+        if self.replacing && (bit == 0 || record.valued & bit != 0) {
+            otlp::remove_attribute(&mut record.encoded, field.name());
         }
-        otlp::attribute(attributes, field.name(), value);
+        record.valued |= bit;
+        otlp::attribute(&mut record.encoded, field.name(), value);
     }
 
     /// Handles the `otel.*` fields; false for any other field.
@@ -319,7 +333,10 @@ impl Recorder<'_> {
         }
         let record = &mut *self.record;
         match name {
-            "otel.name" => record.name = Cow::Owned(value.to_owned()),
+            "otel.name" => {
+                otlp::name(&mut record.encoded, value);
+                record.named = true;
+            }
             "otel.kind" => {
                 record.kind = match value {
                     "server" => Kind::Server,
@@ -395,19 +412,44 @@ impl Visit for Recorder<'_> {
     }
 }
 
+/// Span attributes whose values are known before the span starts (a
+/// route, a protocol version): encoded once, then copied into each span
+/// that has them in one piece, rather than recorded field by field through
+/// the subscriber at every request.
+#[derive(Debug, Clone)]
+pub struct FixedAttributes(Arc<[u8]>);
+
+impl FixedAttributes {
+    /// The attributes `key` = `value` (string values).
+    pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut encoded = Vec::new();
+        for (key, value) in pairs {
+            otlp::attribute(&mut encoded, key, AttributeValue::Str(value));
+        }
+        Self(encoded.into())
+    }
+
+    /// Gives `span` these attributes; nothing when tracing is off or the
+    /// span is not recorded. (Its own fields must not repeat these keys.)
+    pub fn add_to(&self, span: &tracing::Span) {
+        with_record(span, |record| {
+            if record.recording {
+                record.encoded.extend_from_slice(&self.0);
+            }
+        });
+    }
+}
+
 /// Runs `change` on the record of `span`, if it has one (tracing is on and
 /// the span is one we export).
 pub(crate) fn with_record<T>(span: &tracing::Span, change: impl FnOnce(&mut SpanRecord) -> T) -> Option<T> {
-    span.with_subscriber(|(id, dispatch)| record_of(dispatch, id, change)).flatten()
-}
-
-/// Runs `change` on the record of span `id` of `dispatch`.
-pub(crate) fn record_of<T>(dispatch: &Dispatch, id: &Id, change: impl FnOnce(&mut SpanRecord) -> T) -> Option<T> {
-    // The registry under every layer holds the extensions, whatever filter
-    // a layer has; asking it directly sees the record from any layer.
-    let span = dispatch.downcast_ref::<Registry>()?.span(id)?;
-    let mut extensions = span.extensions_mut();
-    extensions.get_mut::<SpanRecord>().map(change)
+    span.with_subscriber(|(id, dispatch)| {
+        // The registry under every layer holds the extensions.
+        let span = dispatch.downcast_ref::<Registry>()?.span(id)?;
+        let mut extensions = span.extensions_mut();
+        extensions.get_mut::<SpanRecord>().map(change)
+    })
+    .flatten()
 }
 
 #[cfg(test)]

@@ -12,6 +12,8 @@ const VARINT: u8 = 0;
 const FIXED64: u8 = 1;
 const FIXED32: u8 = 5;
 
+/// `Span.name`.
+const NAME: u32 = 5;
 /// `Span.attributes`.
 const SPAN_ATTRIBUTE: u32 = 9;
 /// `ScopeSpans.spans`.
@@ -94,14 +96,16 @@ fn encode_span(record: &SpanRecord, end_unix_nanos: u64, out: &mut Vec<u8>) {
     if record.parent_span_id != 0 {
         bytes(out, 4, &record.parent_span_id.to_be_bytes());
     }
-    string(out, 5, &record.name);
+    if !record.named {
+        string(out, NAME, record.default_name);
+    }
     tag(out, 6, VARINT);
     varint(out, record.kind as u64);
     tag(out, 7, FIXED64);
     out.extend_from_slice(&record.start_unix_nanos.to_le_bytes());
     tag(out, 8, FIXED64);
     out.extend_from_slice(&end_unix_nanos.max(record.start_unix_nanos).to_le_bytes());
-    out.extend_from_slice(&record.attributes);
+    out.extend_from_slice(&record.encoded);
     for link in &record.links {
         encode_link(out, link);
     }
@@ -128,15 +132,26 @@ pub(crate) fn attribute(attributes: &mut Vec<u8>, key: &str, value: AttributeVal
     key_value(attributes, SPAN_ATTRIBUTE, key, value);
 }
 
-/// Takes the attribute `key` out of a span's encoded attributes, if there.
+/// Appends the span's name to its encoded fields.
+pub(crate) fn name(encoded: &mut Vec<u8>, name: &str) {
+    string(encoded, NAME, name);
+}
+
+/// Takes the attribute `key` out of a span's encoded fields, if there.
 pub(crate) fn remove_attribute(attributes: &mut Vec<u8>, key: &str) {
     let mut at = 0;
     while at < attributes.len() {
-        // Each entry: tag, length, then KeyValue { key = 1, .. }, written
-        // by `attribute`, so well formed.
+        // Each entry: a one-byte tag (field 5 or 9, length-delimited), the
+        // length, then for an attribute KeyValue { key = 1, .. }; written by
+        // `attribute` and `name`, so well formed.
         let Some((length, length_bytes)) = read_varint(&attributes[at + 1..]) else { return };
         let body = at + 1 + length_bytes;
         let end = body + length as usize;
+        if attributes[at] != (SPAN_ATTRIBUTE << 3) as u8 | LEN {
+            // The name, not an attribute.
+            at = end;
+            continue;
+        }
         let Some((key_len, key_len_bytes)) = attributes.get(body + 1..).and_then(read_varint) else { return };
         let key_start = body + 1 + key_len_bytes;
         if attributes.get(key_start..key_start + key_len as usize) == Some(key.as_bytes()) {

@@ -61,6 +61,8 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
         outer.record("http.response.status_code", 200_u64);
         outer.record("url.scheme", "https");
         outer.record("otel.status_code", "ERROR");
+        outer.record("otel.name", "POST /renamed");
+        super::FixedAttributes::new([("http.route", "/mcp"), ("http.request.method", "POST")]).add_to(&outer);
     });
     assert_eq!(count, 2);
     assert_eq!(request.resource_spans.len(), 1);
@@ -71,7 +73,7 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
     assert_eq!(scope_spans.scope.as_ref().unwrap().name, "switchyard");
     let [inner, outer] = &scope_spans.spans[..] else { panic!("{scope_spans:#?}") };
 
-    assert_eq!(outer.name, "POST /mcp");
+    assert_eq!(outer.name, "POST /renamed", "a name recorded later wins");
     assert_eq!(outer.kind, 2, "server");
     assert_eq!(outer.trace_id.len(), 16);
     assert_eq!(outer.span_id.len(), 8);
@@ -86,7 +88,9 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
     assert_eq!(attribute(outer, "url.scheme").as_deref(), Some("https"), "recorded again, replaced");
     assert_eq!(attribute(outer, "network.protocol.version").as_deref(), Some("HTTP/1.1"));
     assert_eq!(attribute(outer, "otel.name"), None, "special fields are not attributes");
-    assert_eq!(outer.attributes.len(), 3, "{outer:#?}");
+    assert_eq!(attribute(outer, "http.route").as_deref(), Some("/mcp"), "a fixed attribute");
+    assert_eq!(attribute(outer, "http.request.method").as_deref(), Some("POST"));
+    assert_eq!(outer.attributes.len(), 5, "{outer:#?}");
 
     assert_eq!(inner.name, "plugin", "the tracing name without otel.name");
     assert_eq!(inner.kind, 1, "internal");
