@@ -7,12 +7,40 @@
 //!
 //! Arguments, results and tokens never become attributes.
 
+use std::sync::LazyLock;
+
 use serde_json::Value;
 use switchyard_protocol::Method;
 use switchyard_protocol::meta::META;
+use switchyard_telemetry::FixedAttributes;
 use tracing::field::Empty;
 
 use crate::request::{Execution, Prepared};
+
+/// The attributes a method alone decides (`mcp.method.name`, and for a tool
+/// call `gen_ai.operation.name`), encoded once per method.
+static METHOD_ATTRIBUTES: LazyLock<Vec<(Method, FixedAttributes)>> = LazyLock::new(|| {
+    let unknown = Method::Unknown(String::new());
+    Method::KNOWN
+        .into_iter()
+        .chain([unknown])
+        .map(|method| {
+            let mut pairs = vec![("mcp.method.name", method.label())];
+            if method == Method::CallTool {
+                pairs.push(("gen_ai.operation.name", "execute_tool"));
+            }
+            let attributes = FixedAttributes::new(pairs);
+            (method, attributes)
+        })
+        .collect()
+});
+
+fn method_attributes(method: &Method) -> &'static FixedAttributes {
+    let table = &*METHOD_ATTRIBUTES;
+    let found = table.iter().find(|(known, _)| known == method);
+    // Any other name shares the last entry's label, "other".
+    &found.unwrap_or(&table[table.len() - 1]).1
+}
 
 pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
     let method = request.method.label();
@@ -24,25 +52,27 @@ pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
         (Method::ReadResource, Some(uri)) => (None, None, Some(uri)),
         _ => (None, None, None),
     };
-    // Every known value is given here rather than recorded after: each
+    // Every value known now is given here rather than recorded after: each
     // `record` is a trip through the subscriber of its own. A `None` is
-    // not recorded.
+    // not recorded. The name and the method's attributes are written into
+    // the span in one piece below.
     let span = tracing::info_span!(
         "mcp",
-        // Formatted only when a subscriber records the span.
-        otel.name = %format_args!("{method}{}{}", if target.is_some() { " " } else { "" }, target.unwrap_or_default()),
         otel.kind = "server",
         otel.status_code = Empty,
-        mcp.method.name = method,
         jsonrpc.request.id = %request.id,
         mcp.protocol.version = request.meta.as_ref().map(|meta| meta.protocol_version.as_str()),
-        gen_ai.operation.name = tool.map(|_| "execute_tool"),
         gen_ai.tool.name = tool,
         gen_ai.prompt.name = prompt,
         mcp.resource.uri = uri,
         error.type = Empty,
         rpc.response.status_code = Empty,
     );
+    let attributes = method_attributes(&request.method);
+    match target {
+        Some(target) => attributes.add_named(&span, &[method, " ", target]),
+        None => attributes.add_named(&span, &[method]),
+    }
     let trace_context = match &request.meta {
         Some(meta) => meta.trace_context.clone(),
         // A legacy request keeps its `_meta` in the parameters.

@@ -46,6 +46,28 @@ pub enum Method {
 }
 
 impl Method {
+    /// Every method with a name of its own (all but `Unknown`).
+    pub const KNOWN: [Method; 18] = [
+        Self::Discover,
+        Self::ListTools,
+        Self::CallTool,
+        Self::ListResources,
+        Self::ListResourceTemplates,
+        Self::ReadResource,
+        Self::ListPrompts,
+        Self::GetPrompt,
+        Self::Complete,
+        Self::Listen,
+        Self::GetTask,
+        Self::UpdateTask,
+        Self::CancelTask,
+        Self::Initialize,
+        Self::Ping,
+        Self::SetLogLevel,
+        Self::Subscribe,
+        Self::Unsubscribe,
+    ];
+
     /// Parses a method name. Values are case-sensitive.
     pub fn parse(name: &str) -> Self {
         match name {

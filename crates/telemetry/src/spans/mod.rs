@@ -432,9 +432,20 @@ impl FixedAttributes {
     /// Gives `span` these attributes; nothing when tracing is off or the
     /// span is not recorded. (Its own fields must not repeat these keys.)
     pub fn add_to(&self, span: &tracing::Span) {
+        self.add_named(span, &[]);
+    }
+
+    /// As [`add_to`](Self::add_to), and names the span `name`'s parts
+    /// joined, when there are any: the name written straight into the
+    /// span's fields, where `otel.name` would be formatted, then copied.
+    pub fn add_named(&self, span: &tracing::Span, name: &[&str]) {
         with_record(span, |record| {
             if record.recording {
                 record.encoded.extend_from_slice(&self.0);
+                if !name.is_empty() {
+                    otlp::name_of_parts(&mut record.encoded, name);
+                    record.named = true;
+                }
             }
         });
     }

@@ -137,6 +137,16 @@ pub(crate) fn name(encoded: &mut Vec<u8>, name: &str) {
     string(encoded, NAME, name);
 }
 
+/// Appends the span's name, `parts` joined, to its encoded fields.
+pub(crate) fn name_of_parts(encoded: &mut Vec<u8>, parts: &[&str]) {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    tag(encoded, NAME, LEN);
+    varint(encoded, len as u64);
+    for part in parts {
+        encoded.extend_from_slice(part.as_bytes());
+    }
+}
+
 /// Takes the attribute `key` out of a span's encoded fields, if there.
 pub(crate) fn remove_attribute(attributes: &mut Vec<u8>, key: &str) {
     let mut at = 0;

@@ -209,3 +209,27 @@ fn an_error_logged_inside_a_span_marks_it_failed() {
     assert_eq!(status("failing"), Some(2), "{spans:#?}");
     assert_eq!(status("warned"), None);
 }
+
+#[test]
+fn fixed_attributes_and_a_name_of_parts_are_written_in_one_piece() {
+    let fixed = super::FixedAttributes::new([("mcp.method.name", "tools/call")]);
+    let (request, _) = traced(1.0, || {
+        let span = tracing::info_span!("mcp", jsonrpc.request.id = "7");
+        fixed.add_named(&span, &["tools/call", " ", "echo"]);
+        let unnamed = tracing::info_span!("mcp");
+        fixed.add_named(&unnamed, &[]);
+    });
+    let spans = &request.resource_spans[0].scope_spans[0].spans;
+    // In the order they closed: the later first.
+    let [unnamed, named] = &spans[..] else { panic!("{spans:#?}") };
+    assert_eq!(named.name, "tools/call echo");
+    let keys = |span: &opentelemetry_proto::tonic::trace::v1::Span| {
+        span.attributes.iter().map(|kv| (kv.key.clone(), text(&kv.value))).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        keys(named),
+        [("jsonrpc.request.id".to_owned(), "7".to_owned()), ("mcp.method.name".to_owned(), "tools/call".to_owned())]
+    );
+    assert_eq!(unnamed.name, "mcp", "no parts: the tracing name");
+    assert_eq!(keys(unnamed), [("mcp.method.name".to_owned(), "tools/call".to_owned())]);
+}
