@@ -294,15 +294,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn json_lines_carry_fields_and_the_trace_of_a_traced_span() {
-        let (log, captured) = lines(LogFormat::Json, "info", true);
+    /// A subscriber with `log` and a span layer that records every span.
+    fn with_spans(log: LogLines<impl for<'w> MakeWriter<'w> + Send + Sync + 'static>) -> impl Subscriber {
         let spans = crate::spans::Exporter::unstarted();
-        let subscriber = tracing_subscriber::registry().with(log).with(crate::spans::SpanLayer::new(
+        tracing_subscriber::registry().with(log).with(crate::spans::SpanLayer::new(
             crate::spans::Sampler::ratio(1.0),
             false,
             spans,
-        ));
+        ))
+    }
+
+    #[test]
+    fn json_lines_carry_fields_and_the_trace_of_a_traced_span() {
+        let (log, captured) = lines(LogFormat::Json, "info", true);
+        let subscriber = with_spans(log);
         tracing::subscriber::with_default(subscriber, || {
             tracing::warn!(missed = 3_u64, cause = "trimmed", "events were lost");
             tracing::info_span!("request").in_scope(|| tracing::info!("inside"));
@@ -364,12 +369,7 @@ mod tests {
     #[test]
     fn exporting_spans_keeps_debug_logs() {
         let (log, captured) = lines(LogFormat::Json, "debug", true);
-        let spans = crate::spans::Exporter::unstarted();
-        let subscriber = tracing_subscriber::registry().with(log).with(crate::spans::SpanLayer::new(
-            crate::spans::Sampler::ratio(1.0),
-            false,
-            spans,
-        ));
+        let subscriber = with_spans(log);
         assert!(
             tracing::Subscriber::max_level_hint(&subscriber)
                 .is_none_or(|max| max >= tracing::level_filters::LevelFilter::DEBUG),
@@ -379,12 +379,7 @@ mod tests {
         assert!(captured.text().contains("a detail"), "{:?}", captured.text());
 
         let (log, _) = lines(LogFormat::Json, "warn", true);
-        let spans = crate::spans::Exporter::unstarted();
-        let subscriber = tracing_subscriber::registry().with(log).with(crate::spans::SpanLayer::new(
-            crate::spans::Sampler::ratio(1.0),
-            false,
-            spans,
-        ));
+        let subscriber = with_spans(log);
         tracing::subscriber::with_default(subscriber, || {
             let span = tracing::info_span!(target: "switchyard", "request");
             assert!(!span.is_disabled(), "a log at warn turned an info span off");
