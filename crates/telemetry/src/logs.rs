@@ -87,11 +87,14 @@ where
 {
     // The log says yes to every span when spans are recorded (the span
     // layer decides which), and no to all of them otherwise, so that
-    // without a collector no span is ever created.
+    // without a collector no span is ever created. With spans recorded, an
+    // error passes whatever the log's filter says: it marks its span failed
+    // (`on_event` then writes it only if the filter wants it).
     fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
         match metadata.is_span() {
             true if self.spans_recorded => Interest::always(),
             true => Interest::never(),
+            false if self.error_for_spans(metadata) => Interest::always(),
             false => Filter::<S>::callsite_enabled(&self.filter, metadata),
         }
     }
@@ -99,7 +102,7 @@ where
     fn enabled(&self, metadata: &Metadata<'_>, ctx: Context<'_, S>) -> bool {
         match metadata.is_span() {
             true => self.spans_recorded,
-            false => Filter::<S>::enabled(&self.filter, metadata, &ctx),
+            false => self.error_for_spans(metadata) || Filter::<S>::enabled(&self.filter, metadata, &ctx),
         }
     }
 
@@ -110,6 +113,9 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if self.error_for_spans(event.metadata()) && !Filter::<S>::enabled(&self.filter, event.metadata(), &ctx) {
+            return;
+        }
         let mut text = match self.shape {
             Shape::Text { coloured } => text_line(event, coloured),
             Shape::Json => json_line(event, ctx.lookup_current().and_then(|span| trace_of(&span))),
@@ -117,6 +123,13 @@ where
         text.push('\n');
         // One write a line, so lines from several threads do not interleave.
         let _ = self.writer.make_writer().write_all(text.as_bytes());
+    }
+}
+
+impl<W> LogLines<W> {
+    /// An error while spans are recorded: let through for the span layer.
+    fn error_for_spans(&self, metadata: &Metadata<'_>) -> bool {
+        self.spans_recorded && *metadata.level() == Level::ERROR
     }
 }
 
@@ -361,6 +374,29 @@ mod tests {
         tracing::subscriber::with_default(tracing_subscriber::registry().with(log), || {
             assert!(!tracing::info_span!("request").is_disabled(), "the span layer decides");
         });
+    }
+
+    /// A log filter that leaves errors out still lets them mark their span
+    /// failed, and does not write them.
+    #[test]
+    fn an_error_the_log_filters_out_still_fails_its_span() {
+        let (log, captured) = lines(LogFormat::Json, "off", true);
+        let spans = crate::spans::Exporter::unstarted();
+        let layer = crate::spans::SpanLayer::new(crate::spans::Sampler::ratio(1.0), false, Arc::clone(&spans));
+        let subscriber = tracing_subscriber::registry().with(log).with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info_span!(target: "switchyard", "failing").in_scope(|| tracing::error!("the plugin failed"));
+        });
+        assert_eq!(captured.text(), "", "the log is off");
+        let batch = spans.take();
+        let body = crate::spans::otlp::Envelope::new("unit").wrap(&batch.bytes);
+        let request =
+            <opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest as prost::Message>::decode(
+                body.as_slice(),
+            )
+            .unwrap();
+        let span = &request.resource_spans[0].scope_spans[0].spans[0];
+        assert_eq!(span.status.as_ref().map(|s| s.code), Some(2), "{span:#?}");
     }
 
     /// The span layer filters spans only, and the log's filter events only:

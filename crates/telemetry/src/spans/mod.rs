@@ -32,7 +32,7 @@
 //!   attribute under its own name.
 
 mod export;
-mod otlp;
+pub(crate) mod otlp;
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
