@@ -117,7 +117,7 @@ pub trait Plugin: Send + Sync + 'static {
     /// span is the plugin span's child). A built-in answers from the
     /// request's own code, where the span would say nothing the MCP span
     /// does not, and one span more cost a tenth of a whole built-in call
-    /// (#18: 6,600 of 84,600 instructions).
+    /// (#18: 4,855 of the 18,035 instructions tracing then added to a call).
     fn own_span(&self) -> bool {
         true
     }

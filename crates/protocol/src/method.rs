@@ -261,7 +261,9 @@ mod tests {
             let method = Method::parse(name);
             assert!(!matches!(method, Method::Unknown(_)), "{name}");
             assert_eq!(method.as_str(), name);
+            assert!(Method::KNOWN.contains(&method), "{name} missing from Method::KNOWN");
         }
+        assert_eq!(Method::KNOWN.len(), 18, "every name above, once");
     }
 
     #[test]

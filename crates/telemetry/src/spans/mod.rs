@@ -211,8 +211,9 @@ where
     // The layer filters spans itself rather than through a per-layer
     // filter: a per-layer filter looks the span up in the registry at every
     // enter, exit, record and close (every poll of an instrumented future),
-    // to ask whether it is enabled for that layer. Events pass: they are the
-    // log's, which filters them with its own per-layer filter.
+    // to ask whether it is enabled for that layer. Events pass here: the
+    // log's layer decides which events exist for both (`LogLines`), and lets
+    // errors through for this one while spans are recorded.
     fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
         if !metadata.is_span() || exported(metadata) { Interest::always() } else { Interest::never() }
     }

@@ -58,6 +58,8 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
             );
             inner.in_scope(|| {});
         });
+        outer.record("http.response.status_code", 500_u64);
+        // Declared `Empty`, recorded twice: the second value replaces the first.
         outer.record("http.response.status_code", 200_u64);
         outer.record("url.scheme", "https");
         outer.record("otel.status_code", "ERROR");

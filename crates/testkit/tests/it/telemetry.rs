@@ -165,6 +165,10 @@ async fn a_tool_call_is_one_trace_across_two_replicas_and_the_metrics_are_export
     assert_eq!(http_b.parent_span_id, parent_b);
     let mcp_b = find(&spans, "MCP span of request 2", |s| s.name == "tools/call echo" && s.trace_id == trace_b);
     assert_eq!(mcp_b.parent_span_id, http_b.span_id, "{mcp_b:#?}");
+    assert!(
+        !spans.iter().any(|s| s.parent_span_id == mcp_b.span_id),
+        "a built-in's call has no plugin span of its own: {spans:#?}"
+    );
 
     let listen_span = find(&spans, "listen stream span", |s| s.service == "front" && s.name == "subscriptions/listen");
     assert!(listen_span.duration >= Duration::from_millis(350), "one span for the stream's life: {listen_span:#?}");
