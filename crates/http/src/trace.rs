@@ -13,7 +13,6 @@ use switchyard_telemetry::FixedAttributes;
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
 use tower_http::trace::{MakeSpan, OnResponse, TraceLayer};
 use tracing::Span;
-use tracing::field::Empty;
 
 /// The HTTP versions a span tells apart, in the order of `version_index`.
 const VERSIONS: [&str; 6] = ["0.9", "1.0", "1.1", "2", "3", "_OTHER"];
@@ -60,27 +59,17 @@ fn attributes(method: &str, route: &str, version: &str) -> FixedAttributes {
 
 impl MakeSpan<Body> for HttpSpans {
     fn make_span(&mut self, request: &Request<Body>) -> Span {
-        let post = request.method() == axum::http::Method::POST;
-        let other_name;
-        let name = if post {
-            &*self.post_name
-        } else {
-            other_name = format!("{} {}", request.method(), self.route);
-            &other_name
-        };
-        let span = tracing::info_span!(
-            "http",
-            otel.name = name,
-            otel.kind = "server",
-            otel.status_code = Empty,
-            http.response.status_code = Empty,
-        );
+        // The name and attributes are written into the span in one piece
+        // (and the status at the end, by `annotate`): each field given
+        // through `tracing` is a trip through the subscriber.
+        let span = tracing::info_span!("http", otel.kind = "server");
         let version = version_index(request.version());
-        if post {
-            self.post_attributes[version].add_to(&span);
+        if request.method() == axum::http::Method::POST {
+            self.post_attributes[version].add_named(&span, &[&self.post_name]);
         } else if !span.is_disabled() {
             // Answered 405; rare enough to be encoded each time.
-            attributes(request.method().as_str(), &self.route, VERSIONS[version]).add_to(&span);
+            let method = request.method().as_str();
+            attributes(method, &self.route, VERSIONS[version]).add_named(&span, &[method, " ", &self.route]);
         }
         switchyard_telemetry::context::parent_from_headers(&span, request.headers());
         span
@@ -103,10 +92,12 @@ fn version_index(version: Version) -> usize {
 impl OnResponse<Body> for HttpSpans {
     fn on_response(self, response: &Response<Body>, latency: Duration, span: &Span) {
         let status = response.status().as_u16();
-        span.record("http.response.status_code", status);
-        if response.status().is_server_error() {
-            span.record("otel.status_code", "ERROR");
-        }
+        switchyard_telemetry::annotate(span, |annotations| {
+            annotations.int("http.response.status_code", i64::from(status));
+            if response.status().is_server_error() {
+                annotations.failed();
+            }
+        });
         // The route takes only POST; every other method is answered 405 and
         // a POST never is, so the status tells the method without keeping it.
         let method = if status == 405 { "_OTHER" } else { "POST" };

@@ -39,7 +39,7 @@ pub use logs::LogFormat;
 pub use metrics::{Metrics, ToolOutcome, metrics};
 pub use prometheus::Prometheus;
 pub use settings::{RawTelemetry, Settings};
-pub use spans::FixedAttributes;
+pub use spans::{Annotations, FixedAttributes, annotate};
 
 /// Telemetry settings; composed into the binary's `Config`.
 #[derive(Debug, Clone)]

@@ -452,6 +452,34 @@ impl FixedAttributes {
     }
 }
 
+/// Writes values known only as a span ends (a response's status) straight
+/// into its record: one trip to the record for them all, where each
+/// `Span::record` is a trip through the whole subscriber. Nothing when
+/// tracing is off or the span records nothing. Each key at most once a
+/// span, and never one of the span's own fields.
+pub fn annotate(span: &tracing::Span, write: impl FnOnce(&mut Annotations<'_>)) {
+    with_record(span, |record| {
+        if record.recording {
+            write(&mut Annotations(record));
+        }
+    });
+}
+
+/// What [`annotate`] may write.
+pub struct Annotations<'a>(&'a mut SpanRecord);
+
+impl Annotations<'_> {
+    /// The attribute `key` = `value`.
+    pub fn int(&mut self, key: &str, value: i64) {
+        otlp::attribute(&mut self.0.encoded, key, AttributeValue::Int(value));
+    }
+
+    /// Marks the span failed (status error).
+    pub fn failed(&mut self) {
+        self.0.status = Status::Error;
+    }
+}
+
 /// Runs `change` on the record of `span`, if it has one (tracing is on and
 /// the span is one we export).
 pub(crate) fn with_record<T>(span: &tracing::Span, change: impl FnOnce(&mut SpanRecord) -> T) -> Option<T> {

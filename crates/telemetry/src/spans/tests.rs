@@ -65,6 +65,7 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
         outer.record("otel.status_code", "ERROR");
         outer.record("otel.name", "POST /renamed");
         super::FixedAttributes::new([("http.route", "/mcp"), ("http.request.method", "POST")]).add_to(&outer);
+        super::annotate(&outer, |annotations| annotations.int("http.request.body.size", 42));
     });
     assert_eq!(count, 2);
     assert_eq!(request.resource_spans.len(), 1);
@@ -92,7 +93,8 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
     assert_eq!(attribute(outer, "otel.name"), None, "special fields are not attributes");
     assert_eq!(attribute(outer, "http.route").as_deref(), Some("/mcp"), "a fixed attribute");
     assert_eq!(attribute(outer, "http.request.method").as_deref(), Some("POST"));
-    assert_eq!(outer.attributes.len(), 5, "{outer:#?}");
+    assert_eq!(attribute(outer, "http.request.body.size").as_deref(), Some("42"), "annotated");
+    assert_eq!(outer.attributes.len(), 6, "{outer:#?}");
 
     assert_eq!(inner.name, "plugin", "the tracing name without otel.name");
     assert_eq!(inner.kind, 1, "internal");
@@ -204,12 +206,14 @@ fn only_our_spans_at_info_and_above_are_exported() {
 fn an_error_logged_inside_a_span_marks_it_failed() {
     let (request, _) = traced(1.0, || {
         tracing::info_span!("failing").in_scope(|| tracing::error!("the plugin failed"));
+        super::annotate(&tracing::info_span!("annotated"), |annotations| annotations.failed());
         tracing::info_span!("warned").in_scope(|| tracing::warn!("slow"));
     });
     let spans = &request.resource_spans[0].scope_spans[0].spans;
     let status = |name: &str| spans.iter().find(|s| s.name == name).unwrap().status.as_ref().map(|s| s.code);
     assert_eq!(status("failing"), Some(2), "{spans:#?}");
     assert_eq!(status("warned"), None);
+    assert_eq!(status("annotated"), Some(2), "marked failed by annotate");
 }
 
 #[test]
