@@ -12,10 +12,10 @@
 //! An untrusted context becomes a link of a new trace that our own sampler
 //! decides, so the two traces can still be found from each other.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::HeaderName;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::spans::{self, SpanContext};
 
@@ -82,14 +82,13 @@ fn adopt(span: &tracing::Span, remote: SpanContext) -> bool {
 /// `tracestate` headers, if they are present and well formed and clients
 /// are trusted with traces (else links it). Returns whether it did.
 pub fn parent_from_headers(span: &tracing::Span, headers: &http::HeaderMap) -> bool {
-    // Header names made once: a `&str` key is parsed at every lookup.
-    static NAMES: LazyLock<(HeaderName, HeaderName)> =
-        LazyLock::new(|| (HeaderName::from_static(TRACEPARENT), HeaderName::from_static(TRACESTATE)));
-    let (traceparent_header, tracestate_header) = &*NAMES;
-    let Some(traceparent) = headers.get(traceparent_header).and_then(|v| v.to_str().ok()) else {
+    // Header names made at compile time: a `&str` key is parsed at every lookup.
+    const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(TRACEPARENT);
+    const TRACESTATE_HEADER: HeaderName = HeaderName::from_static(TRACESTATE);
+    let Some(traceparent) = headers.get(TRACEPARENT_HEADER).and_then(|v| v.to_str().ok()) else {
         return false;
     };
-    let tracestate = headers.get(tracestate_header).and_then(|v| v.to_str().ok());
+    let tracestate = headers.get(TRACESTATE_HEADER).and_then(|v| v.to_str().ok());
     match parse(traceparent, tracestate) {
         Some(remote) => adopt(span, remote),
         None => false,

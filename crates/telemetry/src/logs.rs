@@ -145,6 +145,13 @@ where
     Some((format!("{:032x}", record.context.trace_id), format!("{:016x}", record.context.span_id)))
 }
 
+/// Now, as both shapes write it (RFC 3339, microseconds, UTC).
+fn timestamp() -> String {
+    let mut timestamp = String::new();
+    let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+    timestamp
+}
+
 /// `timestamp  LEVEL target: message key=value`, as `tracing`'s own text
 /// format writes it.
 fn text_line(event: &Event<'_>, coloured: bool) -> String {
@@ -152,9 +159,7 @@ fn text_line(event: &Event<'_>, coloured: bool) -> String {
         let _ = if coloured { write!(line, "\x1b[{code}m{text}\x1b[0m") } else { write!(line, "{text}") };
     };
     let mut line = String::with_capacity(128);
-    let mut timestamp = String::new();
-    let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
-    paint(&mut line, "2", &timestamp);
+    paint(&mut line, "2", &timestamp());
     line.push(' ');
     let metadata = event.metadata();
     let level = *metadata.level();
@@ -226,9 +231,7 @@ impl Visit for TextFields<'_> {
 /// One JSON object: see [`LogFormat::Json`].
 fn json_line(event: &Event<'_>, trace: Option<(String, String)>) -> String {
     let mut line = Map::new();
-    let mut timestamp = String::new();
-    let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
-    line.insert("timestamp".into(), timestamp.into());
+    line.insert("timestamp".into(), timestamp().into());
     line.insert("level".into(), event.metadata().level().as_str().into());
     line.insert("target".into(), event.metadata().target().into());
     let mut fields = Fields(Map::new());
@@ -417,13 +420,7 @@ mod tests {
             tracing::info_span!(target: "switchyard", "failing").in_scope(|| tracing::error!("the plugin failed"));
         });
         assert_eq!(captured.text(), "", "the log is off");
-        let batch = spans.take();
-        let body = crate::spans::otlp::Envelope::new("unit").wrap(&batch.bytes);
-        let request =
-            <opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest as prost::Message>::decode(
-                body.as_slice(),
-            )
-            .unwrap();
+        let (request, _) = crate::spans::tests::exported(&spans);
         let span = &request.resource_spans[0].scope_spans[0].spans[0];
         assert_eq!(span.status.as_ref().map(|s| s.code), Some(2), "{span:#?}");
     }

@@ -32,7 +32,7 @@
 //!   attribute under its own name.
 
 mod export;
-pub(crate) mod otlp;
+mod otlp;
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
@@ -335,7 +335,7 @@ impl Recorder<'_> {
         let record = &mut *self.record;
         match name {
             "otel.name" => {
-                otlp::name(&mut record.encoded, value);
+                otlp::name_of_parts(&mut record.encoded, &[value]);
                 record.named = true;
             }
             "otel.kind" => {
@@ -430,15 +430,11 @@ impl FixedAttributes {
         Self(encoded.into())
     }
 
-    /// Gives `span` these attributes; nothing when tracing is off or the
-    /// span is not recorded. (Its own fields must not repeat these keys.)
-    pub fn add_to(&self, span: &tracing::Span) {
-        self.add_named(span, &[]);
-    }
-
-    /// As [`add_to`](Self::add_to), and names the span `name`'s parts
-    /// joined, when there are any: the name written straight into the
-    /// span's fields, where `otel.name` would be formatted, then copied.
+    /// Gives `span` these attributes, and names it `name`'s parts joined
+    /// when there are any: the name written straight into the span's
+    /// fields, where `otel.name` would be formatted, then copied. Nothing
+    /// when tracing is off or the span is not recorded. (Its own fields
+    /// must not repeat these keys.)
     pub fn add_named(&self, span: &tracing::Span, name: &[&str]) {
         with_record(span, |record| {
             if record.recording {
@@ -493,4 +489,4 @@ pub(crate) fn with_record<T>(span: &tracing::Span, change: impl FnOnce(&mut Span
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -132,11 +132,6 @@ pub(crate) fn attribute(attributes: &mut Vec<u8>, key: &str, value: AttributeVal
     key_value(attributes, SPAN_ATTRIBUTE, key, value);
 }
 
-/// Appends the span's name to its encoded fields.
-pub(crate) fn name(encoded: &mut Vec<u8>, name: &str) {
-    string(encoded, NAME, name);
-}
-
 /// Appends the span's name, `parts` joined, to its encoded fields.
 pub(crate) fn name_of_parts(encoded: &mut Vec<u8>, parts: &[&str]) {
     let len: usize = parts.iter().map(|part| part.len()).sum();

@@ -20,6 +20,12 @@ fn traced(ratio: f64, body: impl FnOnce()) -> (ExportTraceServiceRequest, usize)
     let subscriber =
         tracing_subscriber::registry().with(SpanLayer::new(Sampler::ratio(ratio), false, Arc::clone(&exporter)));
     tracing::subscriber::with_default(subscriber, body);
+    exported(&exporter)
+}
+
+/// What `exporter` holds, as a collector decodes it, and how many spans the
+/// batch counted.
+pub(crate) fn exported(exporter: &Exporter) -> (ExportTraceServiceRequest, usize) {
     let batch = exporter.take();
     let body = Envelope::new("unit").wrap(&batch.bytes);
     (ExportTraceServiceRequest::decode(body.as_slice()).expect("a valid ExportTraceServiceRequest"), batch.spans)
@@ -64,7 +70,7 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
         outer.record("url.scheme", "https");
         outer.record("otel.status_code", "ERROR");
         outer.record("otel.name", "POST /renamed");
-        super::FixedAttributes::new([("http.route", "/mcp"), ("http.request.method", "POST")]).add_to(&outer);
+        super::FixedAttributes::new([("http.route", "/mcp"), ("http.request.method", "POST")]).add_named(&outer, &[]);
         super::annotate(&outer, |annotations| annotations.int("http.request.body.size", 42));
     });
     assert_eq!(count, 2);
