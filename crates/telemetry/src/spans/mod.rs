@@ -17,9 +17,10 @@
 //!   root span is sampled when its trace id falls under `sample_ratio`, the
 //!   same rule as OpenTelemetry's `TraceIdRatioBased`. A span that is not
 //!   sampled keeps its ids (they still go upstream in `traceparent`, flagged
-//!   not sampled) and records nothing else, unless clients are trusted to
-//!   name traces (`follow_client_traces`), where a remote parent may still
-//!   turn sampling on after the span is created.
+//!   not sampled) and records nothing else, and no span is made inside it,
+//!   unless clients are trusted to name traces (`follow_client_traces`),
+//!   where a remote parent may still turn sampling on after the span is
+//!   created.
 //! - **Remote parents and links** ([`crate::context`]) change a span's
 //!   record through [`with_record`] before anything inside it starts.
 //! - **Span events** (a `tracing` event inside a span) are logs, not span
@@ -215,11 +216,32 @@ where
     // log's layer decides which events exist for both (`LogLines`), and lets
     // errors through for this one while spans are recorded.
     fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
-        if !metadata.is_span() || exported(metadata) { Interest::always() } else { Interest::never() }
+        match (metadata.is_span(), exported(metadata)) {
+            (false, _) => Interest::always(),
+            (true, false) => Interest::never(),
+            // Whether one of our spans is made depends on its parent: asked
+            // in `enabled` each time, unless every span records.
+            (true, true) if self.record_unsampled => Interest::always(),
+            (true, true) => Interest::sometimes(),
+        }
     }
 
-    fn enabled(&self, metadata: &Metadata<'_>, _: Context<'_, S>) -> bool {
-        !metadata.is_span() || exported(metadata)
+    /// A span inside a trace that is not sampled is not made at all: it
+    /// would never be exported, and the trace's ids (which still go
+    /// upstream, flagged not sampled) are carried by the span around it.
+    /// Only the root of such a trace is made, so a request sampled out costs
+    /// one span instead of one for each of its layers. (When clients are
+    /// trusted to name traces, a remote parent may turn sampling on for a
+    /// child after its parent was made, so every span is made.)
+    fn enabled(&self, metadata: &Metadata<'_>, ctx: Context<'_, S>) -> bool {
+        if !metadata.is_span() {
+            return true;
+        }
+        exported(metadata)
+            && (self.record_unsampled
+                || ctx
+                    .lookup_current()
+                    .is_none_or(|parent| parent.extensions().get::<SpanRecord>().is_none_or(|record| record.recording)))
     }
 
     // No `max_level_hint`: a hint caps every callsite in the process, logs

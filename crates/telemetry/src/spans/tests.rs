@@ -116,17 +116,35 @@ fn a_span_tree_is_exported_as_otlp_reads_it() {
 
 #[test]
 fn a_trace_not_sampled_keeps_its_ids_and_exports_nothing() {
-    let mut seen = None;
+    let (mut seen, mut seen_inside) = (None, None);
     let (request, count) = traced(0.0, || {
         let span = tracing::info_span!("http", otel.name = "POST /mcp");
+        assert!(!span.is_disabled(), "the root is made: it carries the ids");
         seen = span.in_scope(crate::context::current);
-        span.in_scope(|| tracing::info_span!("child").in_scope(|| {}));
+        span.in_scope(|| {
+            let child = tracing::info_span!("child");
+            assert!(child.is_disabled(), "no span is made inside a trace not sampled");
+            seen_inside = child.in_scope(crate::context::current);
+        });
     });
     assert_eq!(count, 0);
     assert!(request.resource_spans[0].scope_spans[0].spans.is_empty(), "{request:#?}");
     let (traceparent, tracestate) = seen.expect("ids to send upstream");
     assert!(traceparent.starts_with("00-") && traceparent.ends_with("-00"), "flagged not sampled: {traceparent}");
     assert_eq!(tracestate, None);
+    assert_eq!(seen_inside, Some((traceparent, None)), "inside, the root's ids go upstream");
+}
+
+#[test]
+fn when_clients_name_traces_a_span_inside_one_not_sampled_is_still_made() {
+    let exporter = Exporter::unstarted();
+    let subscriber = tracing_subscriber::registry().with(SpanLayer::new(Sampler::ratio(0.0), true, exporter));
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::info_span!("http").in_scope(|| {
+            // Its `_meta` may yet name a sampled parent.
+            assert!(!tracing::info_span!("mcp").is_disabled());
+        });
+    });
 }
 
 #[test]
