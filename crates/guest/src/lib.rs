@@ -40,7 +40,7 @@
 //! | export | signature | meaning |
 //! |---|---|---|
 //! | `memory` | memory | the linear memory |
-//! | `switchyard_abi_version` | `() -> i32` | `1` |
+//! | `switchyard_abi_version` | `() -> i32` | `1` (asked once, when the host loads the module) |
 //! | `switchyard_alloc` | `(len: i32) -> i32` | a buffer of `len` bytes for the host to write input into |
 //! | `switchyard_describe` | `() -> i64` | packed `{"tools": [Tool, …]}` (MCP `Tool` objects, names without the namespace) |
 //! | `switchyard_call` | `(ptr: i32, len: i32) -> i64` | input `{"name": …, "arguments": {…}}`, output packed `CallToolResult` |

@@ -8,9 +8,9 @@ use serde_json::{Map, Value, json};
 use switchyard_core::plugin::PluginResult;
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError};
 use tokio_util::sync::CancellationToken;
-use wasmtime::{InstancePre, Module};
+use wasmtime::Module;
 
-use crate::runtime::{Entry, HostState, LoadError, RunError, Runtime};
+use crate::runtime::{Entry, LoadError, Prepared, RunError, Runtime};
 use crate::spec::WasmSpec;
 
 /// A WASM module serving tools. Its tool names are the module's own; the
@@ -18,7 +18,7 @@ use crate::spec::WasmSpec;
 pub struct WasmPlugin {
     id: String,
     runtime: Arc<Runtime>,
-    pre: InstancePre<HostState>,
+    prepared: Prepared,
     spec: WasmSpec,
     tools: Vec<Value>,
 }
@@ -39,10 +39,10 @@ impl WasmPlugin {
     /// # Errors
     /// When the module does not link, lacks the interface, or cannot describe itself.
     pub async fn load(runtime: &Arc<Runtime>, id: &str, module: &Module, spec: WasmSpec) -> Result<Self, LoadError> {
-        let pre = runtime.prepare(module)?;
+        let prepared = runtime.prepare(module)?;
         let deadline = Instant::now() + spec.limits.timeout;
         let described = runtime
-            .run(&pre, spec.limits, &spec.grants, deadline, &CancellationToken::new(), Entry::Describe)
+            .run(&prepared, spec.limits, &spec.grants, deadline, &CancellationToken::new(), Entry::Describe)
             .await
             .map_err(|e| LoadError::Describe(e.to_string()))?;
         let document: Value =
@@ -52,7 +52,7 @@ impl WasmPlugin {
             .and_then(Value::as_array)
             .ok_or_else(|| LoadError::Describe("no \"tools\" array".into()))?
             .clone();
-        Ok(Self { id: id.to_owned(), runtime: Arc::clone(runtime), pre, spec, tools })
+        Ok(Self { id: id.to_owned(), runtime: Arc::clone(runtime), prepared, spec, tools })
     }
 
     /// The spec this plugin was loaded with.
@@ -82,7 +82,7 @@ impl Plugin for WasmPlugin {
             let output = self
                 .runtime
                 .run(
-                    &self.pre,
+                    &self.prepared,
                     self.spec.limits,
                     &self.spec.grants,
                     cx.deadline(),

@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use wasmtime::{
-    Config, Enabled, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig,
-    ResourceLimiter, Store, Trap, UpdateDeadline,
+    Config, Enabled, Engine, Extern, Instance, InstanceAllocationStrategy, InstancePre, Linker, Module, ModuleExport,
+    PoolingAllocationConfig, ResourceLimiter, Store, Trap, TypedFunc, UpdateDeadline, WasmParams, WasmResults,
 };
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -118,6 +118,19 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.ticker_stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// A module linked against the host, with the guest interface's exports
+/// found once: a call looks them up by index, not by name.
+pub(crate) struct Prepared {
+    pre: InstancePre<HostState>,
+    /// A reactor's constructor, when the module has one.
+    initialize: Option<ModuleExport>,
+    abi_version: ModuleExport,
+    memory: ModuleExport,
+    alloc: ModuleExport,
+    describe: ModuleExport,
+    call: ModuleExport,
 }
 
 /// Which export a run calls.
@@ -247,16 +260,18 @@ impl Runtime {
         Ok(module)
     }
 
-    /// Links `module` against the host (WASI preview 1 only) and checks the
+    /// Links `module` against the host (WASI preview 1 only) and finds the
     /// guest interface's exports.
-    pub(crate) fn prepare(&self, module: &Module) -> Result<InstancePre<HostState>, LoadError> {
-        for export in ["memory", "switchyard_abi_version", "switchyard_alloc", "switchyard_describe", "switchyard_call"]
-        {
-            if module.get_export(export).is_none() {
-                return Err(LoadError::Interface(format!("missing export {export}")));
-            }
-        }
-        self.linker.instantiate_pre(module).map_err(|e| LoadError::Invalid(format!("{e:#}")))
+    pub(crate) fn prepare(&self, module: &Module) -> Result<Prepared, LoadError> {
+        let export = |name: &str| {
+            module.get_export_index(name).ok_or_else(|| LoadError::Interface(format!("missing export {name}")))
+        };
+        let (memory, abi_version) = (export("memory")?, export("switchyard_abi_version")?);
+        let (alloc, describe, call) =
+            (export("switchyard_alloc")?, export("switchyard_describe")?, export("switchyard_call")?);
+        let pre = self.linker.instantiate_pre(module).map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
+        let initialize = module.get_export_index("_initialize");
+        Ok(Prepared { pre, initialize, abi_version, memory, alloc, describe, call })
     }
 
     /// Waits for an instance slot, then runs `entry` in a fresh instance on
@@ -270,7 +285,7 @@ impl Runtime {
     /// deadline and cancellation are checked at the same ticks.
     pub(crate) async fn run(
         &self,
-        pre: &InstancePre<HostState>,
+        prepared: &Prepared,
         limits: Limits,
         grants: &Grants,
         deadline: Instant,
@@ -288,7 +303,7 @@ impl Runtime {
             Entry::Describe => None,
             Entry::Call(bytes) => Some(bytes),
         };
-        let result = Self::enter(pre, &mut store, input).await;
+        let result = Self::enter(prepared, &mut store, input).await;
         result.map_err(|error| {
             let limiter = &store.data().limiter;
             if limiter.exceeded {
@@ -363,41 +378,34 @@ impl Runtime {
     }
 
     async fn enter(
-        pre: &InstancePre<HostState>,
+        prepared: &Prepared,
         store: &mut Store<HostState>,
         input: Option<&[u8]>,
     ) -> wasmtime::Result<Vec<u8>> {
-        let instance = pre.instantiate_async(&mut *store).await?;
-        if let Ok(initialize) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
-            initialize.call_async(&mut *store, ()).await?;
+        let instance = prepared.pre.instantiate_async(&mut *store).await?;
+        if let Some(initialize) = &prepared.initialize {
+            func::<(), ()>(&instance, store, initialize)?.call_async(&mut *store, ()).await?;
         }
-        let version = instance
-            .get_typed_func::<(), i32>(&mut *store, "switchyard_abi_version")?
-            .call_async(&mut *store, ())
-            .await?;
-        if version != 1 {
-            wasmtime::bail!("ABI version {version}; this host speaks 1");
-        }
-        let memory =
-            instance.get_memory(&mut *store, "memory").ok_or_else(|| wasmtime::Error::msg("no exported memory"))?;
+        let memory = instance
+            .get_module_export(&mut *store, &prepared.memory)
+            .and_then(Extern::into_memory)
+            .ok_or_else(|| wasmtime::Error::msg("no exported memory"))?;
         let packed = match input {
             None => {
-                instance
-                    .get_typed_func::<(), i64>(&mut *store, "switchyard_describe")?
-                    .call_async(&mut *store, ())
-                    .await?
+                // Asked once, when the module is loaded (this run); a call
+                // does not ask again.
+                let version =
+                    func::<(), i32>(&instance, store, &prepared.abi_version)?.call_async(&mut *store, ()).await?;
+                if version != 1 {
+                    wasmtime::bail!("ABI version {version}; this host speaks 1");
+                }
+                func::<(), i64>(&instance, store, &prepared.describe)?.call_async(&mut *store, ()).await?
             }
             Some(input) => {
                 let len = i32::try_from(input.len()).map_err(|_| wasmtime::Error::msg("input too large"))?;
-                let ptr = instance
-                    .get_typed_func::<i32, i32>(&mut *store, "switchyard_alloc")?
-                    .call_async(&mut *store, len)
-                    .await?;
+                let ptr = func::<i32, i32>(&instance, store, &prepared.alloc)?.call_async(&mut *store, len).await?;
                 memory.write(&mut *store, ptr as u32 as usize, input)?;
-                instance
-                    .get_typed_func::<(i32, i32), i64>(&mut *store, "switchyard_call")?
-                    .call_async(&mut *store, (ptr, len))
-                    .await?
+                func::<(i32, i32), i64>(&instance, store, &prepared.call)?.call_async(&mut *store, (ptr, len)).await?
             }
         };
         let packed = packed as u64;
@@ -409,4 +417,18 @@ impl Runtime {
         memory.read(&*store, ptr, &mut output)?;
         Ok(output)
     }
+}
+
+/// The function `export` of `instance`, checked to have the signature the
+/// guest interface gives it.
+fn func<P: WasmParams, R: WasmResults>(
+    instance: &Instance,
+    store: &mut Store<HostState>,
+    export: &ModuleExport,
+) -> wasmtime::Result<TypedFunc<P, R>> {
+    let func = instance
+        .get_module_export(&mut *store, export)
+        .and_then(Extern::into_func)
+        .ok_or_else(|| wasmtime::Error::msg("an export of the guest interface is not a function"))?;
+    func.typed(&*store)
 }

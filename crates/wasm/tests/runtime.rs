@@ -145,6 +145,19 @@ async fn bad_modules_are_refused_at_load() {
         (func (export "switchyard_call") (param i32 i32) (result i64) i64.const 0))"#
         .to_vec();
     assert!(matches!(load(&runtime, imports_more, json!({})).await, Err(LoadError::Invalid(_))));
+    // The version is asked once, at load: a module of another one never loads.
+    let later_abi = String::from_utf8(module(&ok_body())).unwrap().replace(
+        r#"(export "switchyard_abi_version") (result i32) i32.const 1"#,
+        r#"(export "switchyard_abi_version") (result i32) i32.const 2"#,
+    );
+    let err = load(&runtime, later_abi.into_bytes(), json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("ABI version 2; this host speaks 1"), "{err}");
+    let wrong_signature = String::from_utf8(module(&ok_body()))
+        .unwrap()
+        .replace(r#"(export "switchyard_describe") (result i64)"#, r#"(export "switchyard_describe") (result i32)"#)
+        .replace(&format!("i64.const {}", (1024u64 << 32) | DESCRIBE.len() as u64), "i32.const 0");
+    let err = load(&runtime, wrong_signature.into_bytes(), json!({})).await.unwrap_err();
+    assert!(matches!(err, LoadError::Describe(_)), "{err}");
 }
 
 /// Every call gets a fresh instance, even when slots, stacks and memory
