@@ -124,13 +124,20 @@ impl Drop for Runtime {
 /// found once: a call looks them up by index, not by name.
 pub(crate) struct Prepared {
     pre: InstancePre<HostState>,
-    /// A reactor's constructor, when the module has one.
-    initialize: Option<ModuleExport>,
-    abi_version: ModuleExport,
-    memory: ModuleExport,
-    alloc: ModuleExport,
-    describe: ModuleExport,
-    call: ModuleExport,
+    /// A reactor's constructor, when the module has one that takes and
+    /// returns nothing (any other `_initialize` is not one, and is left alone).
+    initialize: Option<Export>,
+    abi_version: Export,
+    memory: Export,
+    alloc: Export,
+    describe: Export,
+    call: Export,
+}
+
+/// One of a module's exports, by index, with its name for errors.
+struct Export {
+    name: &'static str,
+    index: ModuleExport,
 }
 
 /// Which export a run calls.
@@ -263,14 +270,20 @@ impl Runtime {
     /// Links `module` against the host (WASI preview 1 only) and finds the
     /// guest interface's exports.
     pub(crate) fn prepare(&self, module: &Module) -> Result<Prepared, LoadError> {
-        let export = |name: &str| {
-            module.get_export_index(name).ok_or_else(|| LoadError::Interface(format!("missing export {name}")))
+        let export = |name: &'static str| {
+            let index =
+                module.get_export_index(name).ok_or_else(|| LoadError::Interface(format!("missing export {name}")))?;
+            Ok::<_, LoadError>(Export { name, index })
         };
         let (memory, abi_version) = (export("memory")?, export("switchyard_abi_version")?);
         let (alloc, describe, call) =
             (export("switchyard_alloc")?, export("switchyard_describe")?, export("switchyard_call")?);
         let pre = self.linker.instantiate_pre(module).map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
-        let initialize = module.get_export_index("_initialize");
+        let constructor = module
+            .get_export("_initialize")
+            .and_then(|ty| ty.func().map(|ty| ty.params().len() == 0 && ty.results().len() == 0))
+            .unwrap_or(false);
+        let initialize = if constructor { Some(export("_initialize")?) } else { None };
         Ok(Prepared { pre, initialize, abi_version, memory, alloc, describe, call })
     }
 
@@ -387,7 +400,7 @@ impl Runtime {
             func::<(), ()>(&instance, store, initialize)?.call_async(&mut *store, ()).await?;
         }
         let memory = instance
-            .get_module_export(&mut *store, &prepared.memory)
+            .get_module_export(&mut *store, &prepared.memory.index)
             .and_then(Extern::into_memory)
             .ok_or_else(|| wasmtime::Error::msg("no exported memory"))?;
         let packed = match input {
@@ -424,11 +437,12 @@ impl Runtime {
 fn func<P: WasmParams, R: WasmResults>(
     instance: &Instance,
     store: &mut Store<HostState>,
-    export: &ModuleExport,
+    export: &Export,
 ) -> wasmtime::Result<TypedFunc<P, R>> {
+    let name = export.name;
     let func = instance
-        .get_module_export(&mut *store, export)
+        .get_module_export(&mut *store, &export.index)
         .and_then(Extern::into_func)
-        .ok_or_else(|| wasmtime::Error::msg("an export of the guest interface is not a function"))?;
-    func.typed(&*store)
+        .ok_or_else(|| wasmtime::Error::msg(format!("export {name} is not a function")))?;
+    func.typed(&*store).map_err(|e| wasmtime::Error::msg(format!("export {name}: {e:#}")))
 }

@@ -157,7 +157,14 @@ async fn bad_modules_are_refused_at_load() {
         .replace(r#"(export "switchyard_describe") (result i64)"#, r#"(export "switchyard_describe") (result i32)"#)
         .replace(&format!("i64.const {}", (1024u64 << 32) | DESCRIBE.len() as u64), "i32.const 0");
     let err = load(&runtime, wrong_signature.into_bytes(), json!({})).await.unwrap_err();
-    assert!(matches!(err, LoadError::Describe(_)), "{err}");
+    assert!(matches!(err, LoadError::Describe(_)) && err.to_string().contains("export switchyard_describe"), "{err}");
+    // An `_initialize` that is no constructor is left alone, as before.
+    let odd_initialize = String::from_utf8(module(&ok_body())).unwrap().replace(
+        "(memory (export \"memory\") 1)",
+        "(memory (export \"memory\") 1) (global (export \"_initialize\") i32 (i32.const 0))",
+    );
+    let plugin = load(&runtime, odd_initialize.into_bytes(), json!({})).await.unwrap();
+    assert!(call(&plugin).await.is_ok());
 }
 
 /// Every call gets a fresh instance, even when slots, stacks and memory
