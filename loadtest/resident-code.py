@@ -17,7 +17,7 @@ for line in subprocess.run(["readelf", "-lW", binary], capture_output=True, text
     p = line.split()
     if p and p[0] == "LOAD":
         off, vaddr, filesz = int(p[1], 16), int(p[2], 16), int(p[4], 16)
-        segs.append((off, vaddr, filesz, p[6] if len(p) > 6 else ""))
+        segs.append((off, vaddr, filesz))
 syms = []
 for line in subprocess.run(["nm", "-S", "-n", "-C", "--defined-only", binary], capture_output=True, text=True).stdout.splitlines():
     p = line.split(" ", 3)
@@ -49,19 +49,17 @@ with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm
                 continue
             total_pages += 1
             fo = off + (addr - lo)
-            va = next((v + fo - o for o, v, fs, _ in segs if o <= fo < o + fs), None)
+            va = next((v + fo - o for o, v, fs in segs if o <= fo < o + fs), None)
             if va is None:
                 continue
-            i = bisect.bisect_right(starts, va + PAGE) - 1
+            # The symbols starting before the page's end, back to 64 KiB
+            # before it (longer functions are rare enough to miss).
             seen = collections.Counter()
-            while i >= 0 and syms[i][0] + max(syms[i][1], 1) > va - (1 << 20):
-                a, s, n = syms[i]
-                ov = min(a + s, va + PAGE) - max(a, va)
-                if ov > 0:
-                    seen[crate(n)] += ov
-                i -= 1
-                if a < va - (1 << 16):
-                    break
+            near = slice(bisect.bisect_left(starts, va - (1 << 16)), bisect.bisect_right(starts, va + PAGE))
+            for a, size, n in syms[near]:
+                overlap = min(a + size, va + PAGE) - max(a, va)
+                if overlap > 0:
+                    seen[crate(n)] += overlap
             tot = sum(seen.values()) or 1
             for c, b in seen.items():
                 resident[c] += PAGE * b / tot
