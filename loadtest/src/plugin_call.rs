@@ -19,6 +19,14 @@ pub(crate) const UPSTREAM_HEADERS: &[(&str, &str)] = &[
     ("mcp-method", "tools/call"),
     ("mcp-name", "up_echo"),
 ];
+pub(crate) const UPSTREAM_H2C_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"uph2_echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+pub(crate) const UPSTREAM_H2C_HEADERS: &[(&str, &str)] = &[
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+    ("mcp-protocol-version", "2026-07-28"),
+    ("mcp-method", "tools/call"),
+    ("mcp-name", "uph2_echo"),
+];
 pub(crate) const UNITS_HEADERS: &[(&str, &str)] = &[
     ("content-type", "application/json"),
     ("accept", "application/json, text/event-stream"),
@@ -27,8 +35,8 @@ pub(crate) const UNITS_HEADERS: &[(&str, &str)] = &[
     ("mcp-name", "units_convert"),
 ];
 
-/// Registers the units module, and `upstream` as the `up` namespace, through
-/// the admin API of `server`.
+/// Registers the units module, and `upstream` as the `up` namespace (HTTP/1.1)
+/// and as `uph2` (cleartext HTTP/2), through the admin API of `server`.
 pub(crate) async fn register_plugins(server: &Server, wasm: &std::path::Path, upstream: &Server) -> anyhow::Result<()> {
     let bytes = std::fs::read(wasm).with_context(|| format!("reading {} (build the example first)", wasm.display()))?;
     let admin = server.url.replace("/mcp", "/admin/v1");
@@ -46,6 +54,8 @@ pub(crate) async fn register_plugins(server: &Server, wasm: &std::path::Path, up
     http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
     let body = serde_json::json!({"namespace": "up", "kind": "upstream", "spec": {"url": upstream.url}});
     http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
+    let body = serde_json::json!({"namespace": "uph2", "kind": "upstream", "spec": {"url": upstream.url, "h2c": true}});
+    http.post(format!("{admin}/plugins")).json(&body).send().await?.error_for_status()?;
     Ok(())
 }
 
@@ -61,15 +71,16 @@ pub(crate) async fn plugin_call(
     let upstream = start_switchyard(&binary).await?;
     let idle_kib = status_kib(server.child.id(), "VmRSS")?;
     register_plugins(&server, &wasm, &upstream).await?;
-    let scenarios: [(&str, &'static str, Headers); 3] = [
+    let scenarios: [(&str, &'static str, Headers); 4] = [
         ("echo (built-in)", CALL, CALL_HEADERS),
         ("units_convert (WASM)", UNITS_CALL, UNITS_HEADERS),
-        ("up_echo (upstream Switchyard)", UPSTREAM_CALL, UPSTREAM_HEADERS),
+        ("up_echo (upstream Switchyard, HTTP/1.1)", UPSTREAM_CALL, UPSTREAM_HEADERS),
+        ("uph2_echo (the same upstream, h2c)", UPSTREAM_H2C_CALL, UPSTREAM_H2C_HEADERS),
     ];
     for (_, body, headers) in scenarios {
         load(&server, body, headers, 2_000, concurrency).await?;
     }
-    let mut runs: [Vec<Run>; 3] = Default::default();
+    let mut runs: [Vec<Run>; 4] = Default::default();
     for _ in 0..ROUNDS {
         for (i, (_, body, headers)) in scenarios.iter().enumerate() {
             runs[i].push(load(&server, body, headers, requests, concurrency).await?);

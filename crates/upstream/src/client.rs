@@ -158,8 +158,14 @@ impl McpClient {
             .dns_resolver(policy.resolver())
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| ("spec.url".to_owned(), e.to_string()))?;
+            // An HTTP/2 connection with a request open (the listen stream) is
+            // pinged, so one the upstream or a middlebox dropped is found.
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .http2_keep_alive_timeout(Duration::from_secs(10))
+            // What an upstream's header block may take of our memory.
+            .http2_max_header_list_size(64 * 1024);
+        let http = if spec.h2c { http.http2_prior_knowledge() } else { http };
+        let http = http.build().map_err(|e| ("spec.url".to_owned(), e.to_string()))?;
         Ok(Arc::new(Self {
             http,
             spec,

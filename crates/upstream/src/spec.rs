@@ -45,6 +45,9 @@ pub enum Credentials {
 ///  "auth": {"header": {"name": "X-Api-Key", "value_from_env": "TOOLS_API_KEY"}}}
 /// ```
 ///
+/// An `https` upstream is spoken to in HTTP/2 when it offers it (ALPN); an
+/// `http` one in HTTP/1.1, or in cleartext HTTP/2 with `"h2c": true`.
+///
 /// or `"auth": {"client_credentials": {"token_url": "…", "client_id": "…",
 /// "client_secret_from_file": "/var/run/secrets/tools/secret", "scope": "…",
 /// "resource": "…"}}`. Unknown fields are refused.
@@ -58,6 +61,10 @@ pub struct UpstreamSpec {
     pub timeout: Duration,
     /// How long lists are cached when the upstream gives no `ttlMs`. Default 60 s.
     pub list_ttl: Duration,
+    /// Speak cleartext HTTP/2 to an `http` URL without asking first (prior
+    /// knowledge): one connection carries every call in flight, so their
+    /// writes share system calls. Only for upstreams known to speak it.
+    pub h2c: bool,
 }
 
 impl UpstreamSpec {
@@ -68,7 +75,7 @@ impl UpstreamSpec {
     /// The first wrong field, by path.
     pub fn parse(spec: &Value, secrets: &SecretPolicy) -> Result<Self, SpecError> {
         let object = spec.as_object().ok_or_else(|| invalid("spec", "must be a JSON object"))?;
-        only_known(object, "", &["url", "auth", "timeout_ms", "list_ttl_ms"])?;
+        only_known(object, "", &["url", "auth", "timeout_ms", "list_ttl_ms", "h2c"])?;
         let url = object.get("url").and_then(Value::as_str).ok_or_else(|| invalid("url", "is required"))?;
         let url = reqwest::Url::parse(url).map_err(|e| invalid("url", format!("is not a URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
@@ -89,11 +96,19 @@ impl UpstreamSpec {
         };
         let timeout = millis("timeout_ms", 30_000, 600_000)?;
         let list_ttl = millis("list_ttl_ms", 60_000, 86_400_000)?;
+        let h2c = match object.get("h2c") {
+            None => false,
+            Some(Value::Bool(h2c)) if *h2c && url.scheme() != "http" => {
+                return Err(invalid("h2c", "is for http URLs; an https upstream offers HTTP/2 itself"));
+            }
+            Some(Value::Bool(h2c)) => *h2c,
+            Some(_) => return Err(invalid("h2c", "must be true or false")),
+        };
         let credentials = match object.get("auth") {
             None => Credentials::None,
             Some(auth) => parse_auth(auth, secrets)?,
         };
-        Ok(Self { url, credentials, timeout, list_ttl })
+        Ok(Self { url, credentials, timeout, list_ttl, h2c })
     }
 }
 
@@ -179,6 +194,9 @@ mod tests {
         assert_eq!(field(json!({"url": "ftp://x/"})), "url");
         assert_eq!(field(json!({"url": "http://u:p@x/"})), "url");
         assert_eq!(field(json!({"url": "http://x/", "timeout_ms": 0})), "timeout_ms");
+        assert_eq!(field(json!({"url": "https://x/", "h2c": true})), "h2c");
+        assert_eq!(field(json!({"url": "http://x/", "h2c": "yes"})), "h2c");
+        assert!(UpstreamSpec::parse(&json!({"url": "http://x/", "h2c": true}), &policy).unwrap().h2c);
         assert_eq!(
             field(json!({"url": "http://x/", "auth": {"header": {"name": "X-Key", "value": "inline"}}})),
             "auth.header.value"

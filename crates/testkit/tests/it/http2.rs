@@ -105,3 +105,68 @@ async fn shutdown_ends_http2_listen_streams_with_their_result() {
     assert_eq!(reply.messages[1]["id"], 42);
     assert_eq!(reply.messages[1]["result"]["resultType"], "complete");
 }
+
+/// A TCP relay in front of `target` that keeps the first bytes of each
+/// connection it accepts: what the client opened it with.
+async fn opening_relay(target: String) -> (String, std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+    use tokio::io::AsyncReadExt as _;
+    use tokio::io::AsyncWriteExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let openings = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&openings);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let (seen, target) = (std::sync::Arc::clone(&seen), target.clone());
+            tokio::spawn(async move {
+                let mut first = vec![0; 24];
+                inbound.read_exact(&mut first).await.unwrap();
+                seen.lock().unwrap().push(first.clone());
+                let mut outbound = tokio::net::TcpStream::connect(target).await.unwrap();
+                outbound.write_all(&first).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            });
+        }
+    });
+    (format!("http://{address}/mcp"), openings)
+}
+
+/// An upstream spec with `"h2c": true` speaks cleartext HTTP/2 to its
+/// upstream (a second Switchyard): every connection opens with the HTTP/2
+/// preface, and concurrent calls share one connection instead of each
+/// taking its own. Without it, the same upstream is spoken to in HTTP/1.1.
+#[tokio::test]
+async fn an_upstream_marked_h2c_is_spoken_to_in_http2_on_one_connection() {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let upstream = App::start(&[]).await;
+    let target = upstream.url().trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let (h2c_url, h2c_openings) = opening_relay(target.clone()).await;
+    let (plain_url, plain_openings) = opening_relay(target).await;
+    let app = App::start(&[("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8")]).await;
+    let admin = crate::plugins::Admin::of(&app);
+    for (namespace, spec) in [("two", json!({"url": h2c_url, "h2c": true})), ("one", json!({"url": plain_url}))] {
+        let (status, body) =
+            admin.post("/plugins", json!({"namespace": namespace, "kind": "upstream", "spec": spec})).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let client = app.client();
+    let call = |name: &'static str| {
+        let client = client.clone();
+        async move { client.request("tools/call", json!({"name": name, "arguments": {"text": name}})).await }
+    };
+    let opened = |openings: &std::sync::Mutex<Vec<Vec<u8>>>| openings.lock().unwrap().clone();
+    // Registering checks the spec with a client of its own, then every
+    // replica builds its plugin: each has its connection by now.
+    let (h2c_before, plain_before) = (opened(&h2c_openings).len(), opened(&plain_openings).len());
+    for name in ["two_echo", "one_echo"] {
+        for reply in futures::future::join_all((0..8).map(|_| call(name))).await {
+            assert_eq!(reply.result()["content"][0]["text"], name, "{:?}", reply.response());
+        }
+    }
+    let h2c = opened(&h2c_openings);
+    assert_eq!(h2c.len(), h2c_before, "8 calls at once ride the connection lists and the listen stream use");
+    assert!(h2c.iter().all(|opening| opening == PREFACE), "{h2c:?}");
+    let plain = opened(&plain_openings);
+    assert!(plain.len() >= plain_before + 4, "HTTP/1.1 takes a connection per request in flight: {}", plain.len());
+    assert!(plain.iter().all(|opening| opening.starts_with(b"POST ")), "{plain:?}");
+}

@@ -12,7 +12,7 @@ mod conformance;
 mod faults;
 /// Hostile plugin authors, callers and upstreams (#15).
 mod hostile;
-/// Cleartext HTTP/2 beside HTTP/1.1: answers, multiplexed listen streams, Host checks, shutdown.
+/// Cleartext HTTP/2 beside HTTP/1.1: answers, multiplexed listen streams, Host checks, shutdown; h2c to upstreams.
 mod http2;
 /// `subscriptions/listen`: acknowledgement, filtering, fan-out, shutdown.
 mod listen;
