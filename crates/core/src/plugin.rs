@@ -232,6 +232,18 @@ impl CallContext {
         self.input.as_ref()
     }
 
+    /// Whether the request asked for progress (it gave a `progressToken`). A
+    /// plugin that relays another server's progress asks for it only then.
+    pub fn wants_progress(&self) -> bool {
+        self.notifier.inner.as_ref().is_some_and(|inner| inner.progress_token.is_some())
+    }
+
+    /// The log level the request set, if any: log messages below it, or any
+    /// without it, are not sent.
+    pub fn log_level(&self) -> Option<LoggingLevel> {
+        self.notifier.inner.as_ref().and_then(|inner| inner.log_level)
+    }
+
     /// Reports progress; sent only when the request asked for it, and only
     /// when `progress` increases.
     pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {

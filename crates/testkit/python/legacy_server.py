@@ -6,7 +6,7 @@ Usage: python legacy_server.py PORT
 
 import sys
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 server = FastMCP("legacy-upstream", host="127.0.0.1", port=int(sys.argv[1]), log_level="WARNING")
 
@@ -15,6 +15,19 @@ server = FastMCP("legacy-upstream", host="127.0.0.1", port=int(sys.argv[1]), log
 def add(a: int, b: int) -> int:
     """Adds two integers."""
     return a + b
+
+
+@server.tool()
+async def steps(ctx: Context) -> str:
+    """Reports three steps of progress, logging each at info level."""
+    token = ctx.request_context.meta.progressToken if ctx.request_context.meta else None
+    for step in (1, 2, 3):
+        await ctx.info(f"step {step}")
+        if token is not None:
+            # On the call's own stream. `ctx.report_progress` (SDK 1.26) names
+            # no request, so its progress goes to the session's GET stream.
+            await ctx.session.send_progress_notification(token, step, 3, related_request_id=ctx.request_id)
+    return "three steps"
 
 
 @server.prompt()

@@ -64,6 +64,18 @@ struct Shared {
     /// Tells the open listen streams their lists changed.
     changed: broadcast::Sender<()>,
     listen_streams: AtomicUsize,
+    /// Requests left hanging whose caller went away first.
+    abandoned: AtomicUsize,
+}
+
+/// Counts a hanging request as abandoned if it is dropped (its connection
+/// closed or its stream reset) before the hang ends.
+struct WhileHanging<'a>(&'a AtomicUsize);
+
+impl Drop for WhileHanging<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// The server; it stops when dropped.
@@ -90,6 +102,7 @@ impl HostileUpstream {
             asked: Asked::default(),
             changed: broadcast::channel(16).0,
             listen_streams: AtomicUsize::new(0),
+            abandoned: AtomicUsize::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
         let url = format!("http://{}/mcp", listener.local_addr().expect("local address"));
@@ -123,6 +136,13 @@ impl HostileUpstream {
     pub fn listen_streams(&self) -> usize {
         self.shared.listen_streams.load(Ordering::SeqCst)
     }
+
+    /// How many requests were left while hanging ([`Behaviour::Hang`]): the
+    /// caller closed the connection or reset the stream, as a client that
+    /// cancels does.
+    pub fn abandoned(&self) -> usize {
+        self.shared.abandoned.load(Ordering::SeqCst)
+    }
 }
 
 async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
@@ -140,10 +160,12 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let mut behaviour = *shared.behaviour.lock().expect("behaviour");
     if behaviour == Behaviour::Hang && method != "subscriptions/listen" {
         // No answer until the test changes its mind; then the new behaviour's.
+        let hanging = WhileHanging(&shared.abandoned);
         while behaviour == Behaviour::Hang {
             let _ = changed.recv().await;
             behaviour = *shared.behaviour.lock().expect("behaviour");
         }
+        std::mem::forget(hanging);
     }
     let result = match (method.as_str(), behaviour) {
         ("subscriptions/listen", _) => return listen(&shared, id, behaviour),

@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt as _;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use switchyard_protocol::method::{notification, request};
@@ -15,11 +14,14 @@ use tracing::Instrument as _;
 use crate::limits::{Bound, UpstreamLimits, json_values};
 use crate::outbound::OutboundPolicy;
 use crate::spec::{Credentials, UpstreamSpec};
-use crate::sse::{SseBuffer, SseError};
 
+mod answer;
 mod listen;
+mod relay;
 mod token;
 
+use answer::{read_capped, sse_refused};
+pub(crate) use relay::Relay;
 use token::Token;
 
 /// The protocol revision we ask a legacy upstream for.
@@ -229,6 +231,24 @@ impl McpClient {
         self.request_sized(method, params, name, extra, deadline).await.map(|(result, _)| result)
     }
 
+    /// [`McpClient::request`] on behalf of a call of our client's: the
+    /// upstream is asked for progress and log messages as the call's request
+    /// asked, and those it sends on the call's stream are passed on to it.
+    ///
+    /// # Errors
+    /// See [`CallError`].
+    pub(crate) async fn request_relayed(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        name: Option<&str>,
+        extra: &[(String, String)],
+        relay: &Relay<'_>,
+    ) -> Result<Value, CallError> {
+        let deadline = Some(relay.deadline());
+        self.bounded(method, params, name, extra, deadline, Some(relay)).await.map(|(result, _)| result)
+    }
+
     /// [`McpClient::request`], also returning what the answer took.
     ///
     /// # Errors
@@ -240,6 +260,20 @@ impl McpClient {
         name: Option<&str>,
         extra: &[(String, String)],
         deadline: Option<Instant>,
+    ) -> Result<(Value, Weight), CallError> {
+        self.bounded(method, params, name, extra, deadline, None).await
+    }
+
+    /// A request under the sooner of `deadline` and the spec's timeout, in
+    /// one of the places `max_in_flight` allows.
+    async fn bounded(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        name: Option<&str>,
+        extra: &[(String, String)],
+        deadline: Option<Instant>,
+        relay: Option<&Relay<'_>>,
     ) -> Result<(Value, Weight), CallError> {
         // The caller's deadline itself, not a duration from now: the call's
         // own deadline must not pass before ours, or our error never shows.
@@ -253,7 +287,7 @@ impl McpClient {
                 format!("{} requests to it are in flight and none ended within {timeout:?}", self.limits.max_in_flight),
             ));
         };
-        tokio::time::timeout_at(deadline, self.request_in_era(method, params, name, extra))
+        tokio::time::timeout_at(deadline, self.request_in_era(method, params, name, extra, relay))
             .await
             .unwrap_or(Err(CallError::Timeout(timeout)))
     }
@@ -264,18 +298,19 @@ impl McpClient {
         params: Map<String, Value>,
         name: Option<&str>,
         extra: &[(String, String)],
+        relay: Option<&Relay<'_>>,
     ) -> Result<(Value, Weight), CallError> {
         let era = self.era().await?;
         let Era::Session { session: Some(_), .. } = &era else {
-            return self.send(&era, method, params, name, extra).await;
+            return self.send(&era, method, params, name, extra, relay).await;
         };
-        let outcome = self.send(&era, method, params.clone(), name, extra).await;
+        let outcome = self.send(&era, method, params.clone(), name, extra, relay).await;
         match outcome {
             // A legacy session the upstream forgot (restart, expiry): start another, once.
             Err(CallError::SessionLost) => {
                 self.forget_era(&era);
                 let era = self.era().await?;
-                self.send(&era, method, params, name, extra).await
+                self.send(&era, method, params, name, extra, relay).await
             }
             outcome => outcome,
         }
@@ -293,7 +328,7 @@ impl McpClient {
         if known != Era::Unknown {
             return Ok(known); // learned while this request waited
         }
-        let era = match self.send(&Era::Stateless, request::DISCOVER, Map::new(), None, &[]).await {
+        let era = match self.send(&Era::Stateless, request::DISCOVER, Map::new(), None, &[], None).await {
             Ok(_) => Era::Stateless,
             Err(CallError::Rpc { .. } | CallError::Transport(_)) => self.initialize().await?,
             Err(other) => return Err(other),
@@ -311,7 +346,7 @@ impl McpClient {
         });
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": request::INITIALIZE, "params": params});
         let fresh = Era::Session { version: LEGACY_VERSION.into(), session: None };
-        let answer = self.post(&fresh, request::INITIALIZE, None, &[], &body).await?;
+        let answer = self.post(&fresh, request::INITIALIZE, None, &[], &body, None).await?;
         let (result, session) = (Self::result(answer.message)?, answer.session);
         let version = result
             .get("protocolVersion")
@@ -326,7 +361,7 @@ impl McpClient {
             .to_owned();
         let era = Era::Session { version, session };
         let initialized = json!({"jsonrpc": "2.0", "method": notification::INITIALIZED});
-        self.post(&era, notification::INITIALIZED, None, &[], &initialized).await?;
+        self.post(&era, notification::INITIALIZED, None, &[], &initialized, None).await?;
         Ok(era)
     }
 
@@ -341,6 +376,7 @@ impl McpClient {
         mut params: Map<String, Value>,
         name: Option<&str>,
         extra: &[(String, String)],
+        relay: Option<&Relay<'_>>,
     ) -> Result<(Value, Weight), CallError> {
         let span = tracing::info_span!(
             "upstream",
@@ -365,11 +401,15 @@ impl McpClient {
                 extra.push((meta::TRACESTATE.into(), tracestate));
             }
         }
+        let id = json!(self.id());
+        if let Some(relay) = relay {
+            relay.ask(&mut request_meta, &id, *era == Era::Stateless);
+        }
         if !request_meta.is_empty() {
             params.insert(meta::META.into(), Value::Object(request_meta));
         }
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
-        let answer = self.post(era, method, name, &extra, &body).instrument(span).await?;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let answer = self.post(era, method, name, &extra, &body, relay).instrument(span).await?;
         Ok((Self::result(answer.message)?, answer.weight))
     }
 
@@ -432,6 +472,7 @@ impl McpClient {
         name: Option<&str>,
         extra: &[(String, String)],
         body: &Value,
+        relay: Option<&Relay<'_>>,
     ) -> Result<Answer, CallError> {
         let mut request_headers = self.headers(era, method, name).await?;
         for (key, value) in extra {
@@ -472,7 +513,7 @@ impl McpClient {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let id = &body["id"];
         let (reply, weight) = if is_sse {
-            self.reply_from_events(response, id).await?
+            self.reply_from_events(response, id, relay).await?
         } else {
             let cap = self.limits.max_message_bytes;
             let bytes = read_capped(response, cap)
@@ -493,59 +534,4 @@ impl McpClient {
             Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response")))
         }
     }
-
-    /// The response to request `id` on an SSE answer, read under the bounds
-    /// on each event and on the whole stream, with what it took.
-    async fn reply_from_events(&self, response: reqwest::Response, id: &Value) -> Result<(Value, Weight), CallError> {
-        let status = response.status();
-        let mut events = SseBuffer::new(self.limits.max_message_bytes, self.limits.max_message_values);
-        let mut read = 0_usize;
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-            read = read.saturating_add(chunk.len());
-            // Progress, log messages and server requests on the stream are not
-            // relayed (yet); only the response to our request matters.
-            let messages = events.push(&chunk).map_err(sse_refused)?;
-            if let Some(reply) = messages.into_iter().find(|m| &m.value["id"] == id && m.value.get("method").is_none())
-            {
-                return Ok((reply.value, Weight { bytes: read, values: reply.values }));
-            }
-            if read > self.limits.max_stream_bytes {
-                return Err(CallError::limit(
-                    Bound::StreamBytes,
-                    format!("the SSE answer exceeds {} bytes without a response", self.limits.max_stream_bytes),
-                ));
-            }
-        }
-        Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")))
-    }
-}
-
-/// An SSE event that broke a bound, as the [`CallError`] naming it.
-fn sse_refused(error: SseError) -> CallError {
-    let bound = match error {
-        SseError::EventTooLarge(_) => Bound::MessageBytes,
-        SseError::EventTooDense(_) => Bound::MessageValues,
-    };
-    CallError::limit(bound, error.to_string())
-}
-
-/// The whole body of `response`, or `None` as soon as it is known to
-/// exceed `cap` bytes: from its `Content-Length` before reading, or while
-/// reading (the rest is not read).
-async fn read_capped(response: reqwest::Response, cap: usize) -> Result<Option<Vec<u8>>, CallError> {
-    if response.content_length().is_some_and(|length| length > cap as u64) {
-        return Ok(None);
-    }
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-        if body.len() + chunk.len() > cap {
-            return Ok(None);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Some(body))
 }

@@ -9,7 +9,8 @@
 //! - [`UpstreamPlugin`] caches the upstream's lists for their `ttlMs` (or the
 //!   spec's `list_ttl_ms`), refreshes them when the upstream's own
 //!   `subscriptions/listen` stream says they changed, and routes calls with a
-//!   timeout and clear errors.
+//!   timeout and clear errors. What an upstream says during a call (progress,
+//!   log messages) reaches our client as its request asked (`client::Relay`).
 //! - Credentials are the platform's own ([`Credentials`]: a static header, or
 //!   OAuth client credentials fetched and refreshed here), read from the
 //!   environment or a file, never from the registry, and only from the

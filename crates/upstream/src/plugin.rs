@@ -14,7 +14,7 @@ use switchyard_protocol::method::request;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{CallError, McpClient, Weight};
+use crate::client::{CallError, McpClient, Relay, Weight};
 use crate::limits::{Backoff, Bound};
 
 /// Bounds on how long upstream lists are cached, whatever the upstream says.
@@ -417,8 +417,9 @@ impl Plugin for UpstreamPlugin {
             let mut params = Map::new();
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
+            let relay = Relay::to(&cx);
             let result = tokio::select! {
-                result = self.client.request(request::TOOLS_CALL, params, Some(name), &extra, Some(cx.deadline())) => result,
+                result = self.client.request_relayed(request::TOOLS_CALL, params, Some(name), &extra, &relay) => result,
                 () = cx.cancellation().cancelled() => return Err(PluginError::Tool("the call was cancelled".into())),
             };
             result.map_err(refused).and_then(complete)
@@ -429,7 +430,7 @@ impl Plugin for UpstreamPlugin {
         Box::pin(async move {
             let mut params = Map::new();
             params.insert("uri".into(), json!(uri));
-            match self.client.request(request::RESOURCES_READ, params, Some(uri), &[], Some(cx.deadline())).await {
+            match self.client.request_relayed(request::RESOURCES_READ, params, Some(uri), &[], &Relay::to(&cx)).await {
                 Err(CallError::Rpc { code: -32602 | -32002, .. }) => {
                     Err(PluginError::ResourceNotFound { uri: uri.to_owned() })
                 }
@@ -449,7 +450,7 @@ impl Plugin for UpstreamPlugin {
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
             self.client
-                .request(request::PROMPTS_GET, params, Some(name), &[], Some(cx.deadline()))
+                .request_relayed(request::PROMPTS_GET, params, Some(name), &[], &Relay::to(&cx))
                 .await
                 .map_err(refused)
                 .and_then(complete)

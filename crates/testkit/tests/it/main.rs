@@ -20,6 +20,8 @@ mod listen;
 mod plugins;
 /// Requests and results of the 2026-07-28 protocol: discovery, tools, MRTR, errors.
 mod protocol;
+/// What an upstream says during a call (progress, log messages) reaching the client (#19).
+mod relay;
 /// The official Rust SDK as a client.
 mod rmcp_client;
 /// The stdio transport over an in-memory pipe.

@@ -275,3 +275,35 @@ async fn calls_to_a_stalled_upstream_wait_for_a_place_and_no_more() {
     assert!(refusals(&replica, "in_flight").await >= 2);
     upstream.become_(Behaviour::Honest);
 }
+
+/// A client that gives up on a call to an upstream that does not answer
+/// closes its stream, and the replica drops its own request to the upstream
+/// with it: the upstream sees the request go (cancellation over HTTP: the
+/// connection closed on HTTP/1.1, the stream reset on h2c), rather than
+/// holding it until the call's deadline.
+#[tokio::test]
+async fn a_call_the_client_gives_up_is_given_up_at_the_upstream_too() {
+    let upstream = HostileUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("registry.db").display());
+    let replica = start_replica(&replica_env(&database)).await;
+    for (namespace, h2c) in [("h", false), ("hh", true)] {
+        let spec = json!({"url": upstream.url(), "timeout_ms": 60000, "h2c": h2c});
+        register(&replica, json!({"namespace": namespace, "kind": "upstream", "spec": spec})).await;
+    }
+    let client = replica.client();
+    until("the replica serves the upstream's tools", Duration::from_secs(10), async || {
+        let names = tool_names(&client).await;
+        names.contains(&"h_ok".to_owned()) && names.contains(&"hh_ok".to_owned())
+    })
+    .await;
+    upstream.become_(Behaviour::Hang);
+    for (calls, tool) in [(1, "h_ok"), (2, "hh_ok")] {
+        let call = client.request("tools/call", json!({"name": tool, "arguments": {}}));
+        assert!(tokio::time::timeout(Duration::from_millis(500), call).await.is_err(), "the upstream hangs");
+        until("the upstream sees the call go", Duration::from_secs(5), async || upstream.abandoned() == calls).await;
+        assert_eq!(upstream.asked("tools/call"), calls);
+    }
+    upstream.become_(Behaviour::Honest);
+    assert_eq!(echo(&client).await["content"][0]["text"], "still here");
+}

@@ -1,0 +1,99 @@
+//! What an upstream says during a call reaches our client (#19): progress and
+//! log messages, from a 2026-07-28 upstream (a second Switchyard) and from a
+//! 2025-era one (the official Python SDK), under our client's own token and
+//! level, and only as its request asked.
+
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
+use serde_json::{Value, json};
+use switchyard_testkit::{App, Client, LegacyPythonServer, Reply};
+
+use crate::plugins::{Admin, upstreams_on_loopback};
+
+/// A front server with `upstream_url` registered as the `namespace` namespace.
+async fn front(namespace: &str, upstream_url: &str) -> (App, tempfile::TempDir) {
+    let secrets = tempfile::tempdir().unwrap();
+    let app = App::start(&upstreams_on_loopback(&secrets)).await;
+    let spec = json!({"url": upstream_url});
+    let (status, body) =
+        Admin::of(&app).post("/plugins", json!({"namespace": namespace, "kind": "upstream", "spec": spec})).await;
+    assert_eq!(status, 201, "{body}");
+    (app, secrets)
+}
+
+/// Calls `tool` with `meta_entries` added to the request's `_meta`.
+async fn call(client: &Client, tool: &str, meta_entries: Value) -> Reply {
+    let mut meta = switchyard_testkit::meta(json!({}));
+    meta.as_object_mut().unwrap().extend(meta_entries.as_object().unwrap().clone());
+    client.request("tools/call", json!({"name": tool, "arguments": {}, "_meta": meta})).await
+}
+
+fn notifications<'a>(reply: &'a Reply, method: &str) -> Vec<&'a Value> {
+    reply.messages.iter().filter(|m| m["method"] == method).map(|m| &m["params"]).collect()
+}
+
+/// A stateless upstream is asked for progress and logs only when our client
+/// asked; what it sends comes to our client on the call's SSE stream, under
+/// our client's `progressToken`, before the answer.
+#[tokio::test]
+async fn an_upstreams_progress_and_logs_reach_the_client_as_it_asked() {
+    let upstream = App::start(&[("SWITCHYARD_FIXTURE", "conformance")]).await;
+    let (app, _secrets) = front("up", upstream.url()).await;
+    let client = app.client();
+
+    let plain = call(&client, "up_test_tool_with_progress", json!({})).await;
+    assert!(plain.content_type().starts_with("application/json"), "no token, no stream");
+    assert_eq!(plain.result()["content"][0]["text"], "Progress tool executed successfully");
+
+    let streamed = call(&client, "up_test_tool_with_progress", json!({"progressToken": "ours"})).await;
+    assert!(streamed.content_type().starts_with("text/event-stream"));
+    let progress = notifications(&streamed, "notifications/progress");
+    assert_eq!(progress.iter().map(|p| p["progress"].as_f64().unwrap()).collect::<Vec<_>>(), [0.0, 50.0, 100.0]);
+    assert!(progress.iter().all(|p| p["progressToken"] == "ours" && p["total"] == 100.0), "{progress:?}");
+    assert_eq!(
+        streamed.messages.last().unwrap()["result"]["content"][0]["text"],
+        "Progress tool executed successfully"
+    );
+
+    let level = |level: &str| json!({"io.modelcontextprotocol/logLevel": level});
+    let logged = call(&client, "up_test_tool_with_logging", level("info")).await;
+    let messages = notifications(&logged, "notifications/message");
+    assert_eq!(
+        messages.iter().map(|m| m["data"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["Tool execution started", "Tool processing data", "Tool execution completed"]
+    );
+    assert!(messages.iter().all(|m| m["level"] == "info" && m["logger"] == "conformance"), "{messages:?}");
+    let quiet = call(&client, "up_test_tool_with_logging", json!({})).await;
+    assert!(notifications(&quiet, "notifications/message").is_empty(), "{:?}", quiet.messages);
+    let above = call(&client, "up_test_tool_with_logging", level("warning")).await;
+    assert!(notifications(&above, "notifications/message").is_empty(), "{:?}", above.messages);
+}
+
+/// A 2025-era upstream (the official Python SDK) reports progress under the
+/// token we gave it and logs whatever the level (it has no per-request
+/// level): its progress reaches our client under our client's token, and its
+/// log messages only when our client set a level they meet.
+#[tokio::test]
+async fn a_2025_era_upstreams_progress_and_logs_reach_the_client_as_it_asked() {
+    let legacy = LegacyPythonServer::start().await;
+    let (app, _secrets) = front("py", legacy.url()).await;
+    let client = app.client();
+
+    let both = call(&client, "py_steps", json!({"progressToken": 7, "io.modelcontextprotocol/logLevel": "info"})).await;
+    assert_eq!(both.result()["content"][0]["text"], "three steps", "{:?}", both.messages);
+    let progress = notifications(&both, "notifications/progress");
+    assert_eq!(progress.iter().map(|p| p["progress"].as_f64().unwrap()).collect::<Vec<_>>(), [1.0, 2.0, 3.0]);
+    assert!(progress.iter().all(|p| p["progressToken"] == 7 && p["total"] == 3.0), "{progress:?}");
+    let messages = notifications(&both, "notifications/message");
+    assert_eq!(
+        messages.iter().map(|m| m["data"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["step 1", "step 2", "step 3"]
+    );
+
+    let neither = call(&client, "py_steps", json!({})).await;
+    assert_eq!(neither.result()["content"][0]["text"], "three steps");
+    assert_eq!(neither.messages.len(), 1, "only the answer: {:?}", neither.messages);
+    let above = call(&client, "py_steps", json!({"io.modelcontextprotocol/logLevel": "error"})).await;
+    assert!(notifications(&above, "notifications/message").is_empty(), "{:?}", above.messages);
+}

@@ -1,0 +1,65 @@
+//! [`Relay`]: what an upstream says on a call's stream besides its answer
+//! (progress, log messages), passed on to our client as its request asked.
+
+use serde_json::{Map, Value, json};
+use switchyard_core::CallContext;
+use switchyard_protocol::logging::LoggingLevel;
+use switchyard_protocol::meta;
+use switchyard_protocol::method::notification;
+
+/// The call whose progress and log messages an upstream request relays.
+///
+/// What reaches our client goes through the call's own context, so the
+/// rules of a local tool hold for an upstream one too: progress only when
+/// our client gave a `progressToken`, and only increasing; log messages only
+/// at or above the level our client set. Each message is rebuilt from its
+/// typed fields, so nothing else an upstream put in it is passed on.
+pub(crate) struct Relay<'a> {
+    cx: &'a CallContext,
+}
+
+impl<'a> Relay<'a> {
+    /// Relays to `cx`'s request.
+    pub(crate) fn to(cx: &'a CallContext) -> Self {
+        Self { cx }
+    }
+
+    /// When the call must be finished.
+    pub(crate) fn deadline(&self) -> std::time::Instant {
+        self.cx.deadline()
+    }
+
+    /// Asks the upstream, in the request's `_meta`, for what our client asked
+    /// for: progress under `token` (the upstream request's own id), and log
+    /// messages at our client's level. A 2025-era upstream has no per-request
+    /// level (`stateless` false); what it logs is filtered here.
+    pub(crate) fn ask(&self, request_meta: &mut Map<String, Value>, token: &Value, stateless: bool) {
+        if self.cx.wants_progress() {
+            request_meta.insert(meta::PROGRESS_TOKEN.into(), token.clone());
+        }
+        if stateless && let Some(level) = self.cx.log_level() {
+            request_meta.insert(meta::LOG_LEVEL.into(), json!(level.as_str()));
+        }
+    }
+
+    /// Passes on `message`, one the upstream sent on the stream of request
+    /// `token` before its answer, if it is progress under that token or a
+    /// log message; anything else (a request of the upstream's, say) is
+    /// dropped.
+    pub(crate) async fn pass(&self, message: &Value, token: &Value) {
+        let params = &message["params"];
+        match message["method"].as_str() {
+            Some(notification::PROGRESS) if &params["progressToken"] == token => {
+                let Some(progress) = params["progress"].as_f64() else { return };
+                let total = params["total"].as_f64();
+                self.cx.progress(progress, total, params["message"].as_str()).await;
+            }
+            Some(notification::MESSAGE) => {
+                let Some(level) = params["level"].as_str().and_then(LoggingLevel::parse) else { return };
+                let data = params.get("data").cloned().unwrap_or(Value::Null);
+                self.cx.log(level, params["logger"].as_str(), data).await;
+            }
+            _ => {}
+        }
+    }
+}
