@@ -33,6 +33,8 @@ pub struct Metrics {
     rate_limited: Counter<u64>,
     catalog_version: Gauge<u64>,
     upstream_refusals: Counter<u64>,
+    upstream_breaker: Counter<u64>,
+    upstream_retries: Counter<u64>,
 }
 
 /// How a tool call ended, as `switchyard.tool.calls` counts it.
@@ -150,6 +152,16 @@ impl Metrics {
                 "{answer}",
                 "Upstream answers refused for breaking an operator's bound, by bound.",
             ),
+            upstream_breaker: counter(
+                "switchyard.upstream.breaker",
+                "{event}",
+                "Upstream breakers opened (after failures in a row) and closed (a probe answered), and requests not sent while one was open, by event.",
+            ),
+            upstream_retries: counter(
+                "switchyard.upstream.retries",
+                "{request}",
+                "Idempotent upstream requests sent again after a failed attempt.",
+            ),
         }
     }
 
@@ -239,6 +251,16 @@ impl Metrics {
     /// crate's fixed bound names.
     pub fn upstream_refused(&self, bound: &'static str) {
         self.upstream_refusals.add(1, &[KeyValue::new("bound", bound)]);
+    }
+
+    /// An upstream breaker's `event`: `opened`, `closed` or `rejected`.
+    pub fn upstream_breaker(&self, event: &'static str) {
+        self.upstream_breaker.add(1, &[KeyValue::new("event", event)]);
+    }
+
+    /// An idempotent upstream request sent again.
+    pub fn upstream_retried(&self) {
+        self.upstream_retries.add(1, &[]);
     }
 
     /// The catalog version now served.

@@ -1,8 +1,9 @@
 //! [`HostileUpstream`]: an MCP server of the tests' own that behaves well
 //! until told to lie or flood, as an upstream run by a hostile plugin author
 //! would: a list without end, pages without end, an SSE event that never
-//! ends, JSON nested 100,000 deep, an answer that never comes, and
-//! `list_changed` notifications as fast as the socket takes them.
+//! ends, JSON nested 100,000 deep, an answer that never comes, HTTP 500,
+//! an answer cut off mid-way, and `list_changed` notifications as fast as
+//! the socket takes them.
 //!
 //! It speaks just enough of 2026-07-28 to be registered: `server/discover`,
 //! the four lists, `tools/call` of its one tool `ok`, and
@@ -52,6 +53,8 @@ pub enum Behaviour {
     /// The listen stream carries `notifications/tools/list_changed` as fast
     /// as it can be written; everything else is honest.
     Flood,
+    /// Every request but `subscriptions/listen` is answered HTTP 500.
+    ServerError,
 }
 
 /// What the upstream was asked, by method.
@@ -66,6 +69,9 @@ struct Shared {
     listen_streams: AtomicUsize,
     /// Requests left hanging whose caller went away first.
     abandoned: AtomicUsize,
+    /// How many of the next requests (but listen streams) have their answer
+    /// cut off after its head, as a connection reset mid-answer.
+    resets: AtomicUsize,
 }
 
 /// Counts a hanging request as abandoned if it is dropped (its connection
@@ -103,6 +109,7 @@ impl HostileUpstream {
             changed: broadcast::channel(16).0,
             listen_streams: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
+            resets: AtomicUsize::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
         let url = format!("http://{}/mcp", listener.local_addr().expect("local address"));
@@ -137,6 +144,12 @@ impl HostileUpstream {
         self.shared.listen_streams.load(Ordering::SeqCst)
     }
 
+    /// Cuts off the answers to the next `requests` requests (listen streams
+    /// aside) after their head, whatever the behaviour.
+    pub fn reset_next(&self, requests: usize) {
+        self.shared.resets.store(requests, Ordering::SeqCst);
+    }
+
     /// How many requests were left while hanging ([`Behaviour::Hang`]): the
     /// caller closed the connection or reset the stream, as a client that
     /// cancels does.
@@ -155,6 +168,12 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     if id.is_null() {
         return axum::http::StatusCode::ACCEPTED.into_response();
     }
+    if method != "subscriptions/listen"
+        && shared.resets.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+    {
+        let broken = stream::once(async { Err::<Bytes, _>(std::io::Error::other("reset")) });
+        return Response::new(Body::from_stream(broken));
+    }
     // Subscribed before the behaviour is read, so no change falls between.
     let mut changed = shared.changed.subscribe();
     let mut behaviour = *shared.behaviour.lock().expect("behaviour");
@@ -169,6 +188,7 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     }
     let result = match (method.as_str(), behaviour) {
         ("subscriptions/listen", _) => return listen(&shared, id, behaviour),
+        (_, Behaviour::ServerError) => return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         ("tools/list", Behaviour::EndlessList) => {
             let head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":["#);
             let tools = Bytes::from(r#"{"name":"t","inputSchema":{"type":"object"}},"#.repeat(1024));

@@ -11,6 +11,7 @@ use switchyard_protocol::{headers, meta, version};
 use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
+use crate::breaker::{Breaker, RetryBudget};
 use crate::limits::{Bound, UpstreamLimits, json_values};
 use crate::outbound::OutboundPolicy;
 use crate::spec::{Credentials, UpstreamSpec};
@@ -26,6 +27,29 @@ use token::Token;
 
 /// The protocol revision we ask a legacy upstream for.
 const LEGACY_VERSION: &str = "2025-11-25";
+
+/// Retries earned per thousand requests to an upstream (one in ten), and
+/// the most it keeps in hand.
+const RETRIES_PER_THOUSAND_REQUESTS: u32 = 100;
+const RETRIES_IN_HAND: u32 = 10;
+
+/// Requests that change nothing at the upstream, so one that failed in
+/// transport may be sent again: discovery, lists, reads, prompts and
+/// completions. A tool call may have done its work before the connection
+/// broke, so it is never sent twice.
+fn is_idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        request::DISCOVER
+            | request::TOOLS_LIST
+            | request::PROMPTS_LIST
+            | request::RESOURCES_LIST
+            | request::RESOURCE_TEMPLATES_LIST
+            | request::RESOURCES_READ
+            | request::PROMPTS_GET
+            | request::COMPLETE
+    )
+}
 
 /// How an upstream request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -48,6 +72,10 @@ pub enum CallError {
     /// the session (it restarted, or the session expired).
     #[error("upstream forgot our session (HTTP 404)")]
     SessionLost,
+    /// The upstream's breaker is open: its last requests failed, so this one
+    /// was not sent.
+    #[error("upstream not asked: its last {0} requests failed; it is tried again in {1:?}")]
+    Open(usize, Duration),
     /// Our credentials could not be obtained, or the upstream refused them.
     #[error("upstream credentials: {0}")]
     Credentials(String),
@@ -112,6 +140,10 @@ pub struct McpClient {
     next_id: AtomicU64,
     /// Places for requests in flight (`max_in_flight`).
     in_flight: tokio::sync::Semaphore,
+    /// Stops sending while the upstream keeps failing.
+    breaker: Breaker,
+    /// What retries this upstream's failures may still cost.
+    retries: RetryBudget,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -179,6 +211,8 @@ impl McpClient {
             header,
             next_id: AtomicU64::new(1),
             in_flight: tokio::sync::Semaphore::new(limits.max_in_flight),
+            breaker: Breaker::new(limits.breaker_failures, limits.breaker_open),
+            retries: RetryBudget::new(RETRIES_PER_THOUSAND_REQUESTS, RETRIES_IN_HAND),
         }))
     }
 
@@ -280,16 +314,51 @@ impl McpClient {
         let own = tokio::time::Instant::now() + self.spec.timeout;
         let deadline = deadline.map_or(own, |d| tokio::time::Instant::from_std(d).min(own));
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-        // What one upstream's answers can hold at once is bounded by how many are awaited.
-        let Ok(Ok(_place)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await else {
-            return Err(CallError::limit(
-                Bound::InFlight,
-                format!("{} requests to it are in flight and none ended within {timeout:?}", self.limits.max_in_flight),
-            ));
-        };
-        tokio::time::timeout_at(deadline, self.request_in_era(method, params, name, extra, relay))
-            .await
-            .unwrap_or(Err(CallError::Timeout(timeout)))
+        // Only a failure of the upstream's own making counts against it: a
+        // deadline the caller set sooner than ours says nothing of its health.
+        let ours = deadline == own;
+        // An idempotent request that failed in transport is sent again,
+        // within the retry budget, the deadline and `max_retries`.
+        let mut spare = is_idempotent(method).then(|| params.clone());
+        let (mut params, mut attempt) = (params, 0);
+        loop {
+            let admitted = self.breaker.admit().map_err(|open| CallError::Open(open.failures, open.retry_in))?;
+            // What one upstream's answers can hold at once is bounded by how many are awaited.
+            let Ok(Ok(place)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await else {
+                let detail = format!(
+                    "{} requests to it are in flight and none ended within {timeout:?}",
+                    self.limits.max_in_flight
+                );
+                return Err(CallError::limit(Bound::InFlight, detail));
+            };
+            if attempt == 0 {
+                self.retries.deposit();
+            }
+            let outcome = tokio::time::timeout_at(deadline, self.request_in_era(method, params, name, extra, relay))
+                .await
+                .unwrap_or(Err(CallError::Timeout(timeout)));
+            drop(place);
+            match &outcome {
+                Err(CallError::Transport(_) | CallError::Limit(..)) => admitted.failed(),
+                Err(CallError::Timeout(_)) if ours => admitted.failed(),
+                Err(CallError::Timeout(_)) => drop(admitted),
+                _ => admitted.succeeded(),
+            }
+            let retry = match (&outcome, spare.take()) {
+                (Err(CallError::Transport(_)), Some(again)) if attempt < self.limits.max_retries => again,
+                _ => return outcome,
+            };
+            // A short pause, doubling: a connection the upstream dropped is
+            // usually replaced at once; one restarting needs a moment.
+            let pause = Duration::from_millis(50 << attempt.min(4));
+            if tokio::time::Instant::now() + pause >= deadline || !self.retries.withdraw() {
+                return outcome;
+            }
+            tokio::time::sleep(pause).await;
+            spare = Some(retry.clone());
+            params = retry;
+            attempt += 1;
+        }
     }
 
     async fn request_in_era(
@@ -330,7 +399,13 @@ impl McpClient {
         }
         let era = match self.send(&Era::Stateless, request::DISCOVER, Map::new(), None, &[], None).await {
             Ok(_) => Era::Stateless,
-            Err(CallError::Rpc { .. } | CallError::Transport(_)) => self.initialize().await?,
+            Err(CallError::Rpc { .. }) => self.initialize().await?,
+            Err(CallError::Transport(discovery)) => match self.initialize().await {
+                Ok(era) => era,
+                // Neither era answered: the discovery's failure says more, and
+                // one in transport (a connection reset) may be retried.
+                Err(_) => return Err(CallError::Transport(discovery)),
+            },
             Err(other) => return Err(other),
         };
         tracing::debug!(upstream = %self.spec.url, era = ?era, "upstream protocol learned");
@@ -494,6 +569,10 @@ impl McpClient {
         // error with its 404, which would otherwise read as the upstream's answer.
         if status == reqwest::StatusCode::NOT_FOUND && matches!(era, Era::Session { session: Some(_), .. }) {
             return Err(CallError::SessionLost);
+        }
+        // Its body is not read: a failing upstream is not trusted to end it.
+        if status.is_server_error() {
+            return Err(CallError::Transport(format!("HTTP {status}")));
         }
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
             *self.token.lock().await = None; // fetch a fresh token next time

@@ -33,6 +33,7 @@
 //!
 //! This crate knows no inbound HTTP and no SQL.
 
+mod breaker;
 mod client;
 mod limits;
 mod outbound;

@@ -53,6 +53,17 @@ pub struct UpstreamLimits {
     /// lists before going on without them (they arrive later, as a list
     /// change). Default 5 s.
     pub first_lists_wait: Duration,
+    /// Failures in a row (unreachable, reset, HTTP 5xx, an answer that broke
+    /// a bound, the spec's timeout) after which an upstream's requests fail
+    /// at once, without being sent. Default 5.
+    pub breaker_failures: usize,
+    /// How long they do; then one request probes the upstream. Default 30 s.
+    pub breaker_open: Duration,
+    /// Times an idempotent request (discovery, lists, reads, prompts,
+    /// completions; never a tool call) that failed in transport is sent
+    /// again, within its deadline and a budget of one retry per ten
+    /// requests. Default 2.
+    pub max_retries: usize,
 }
 
 impl Default for UpstreamLimits {
@@ -71,6 +82,9 @@ impl Default for UpstreamLimits {
             listen_idle_timeout: Duration::from_secs(300),
             max_backoff: Duration::from_secs(300),
             first_lists_wait: Duration::from_secs(5),
+            breaker_failures: 5,
+            breaker_open: Duration::from_secs(30),
+            max_retries: 2,
         }
     }
 }
@@ -87,6 +101,7 @@ impl UpstreamLimits {
             ("max_list_pages", self.max_list_pages),
             ("max_list_bytes", self.max_list_bytes),
             ("max_list_values", self.max_list_values),
+            ("breaker_failures", self.breaker_failures),
         ] {
             if value == 0 {
                 section.push(key, "must be at least 1");
@@ -101,6 +116,7 @@ impl UpstreamLimits {
             ("refresh_interval", self.refresh_interval),
             ("listen_idle_timeout", self.listen_idle_timeout),
             ("max_backoff", self.max_backoff),
+            ("breaker_open", self.breaker_open),
         ] {
             if value.is_zero() {
                 section.push(key, "must be longer than zero");

@@ -53,6 +53,13 @@ pub struct RawUpstream {
     /// How long loading the catalog waits for a new upstream's first
     /// lists. Default "5s".
     pub first_lists_wait: Option<String>,
+    /// Failures in a row after which an upstream's requests fail at once.
+    /// Default 5.
+    pub breaker_failures: Option<usize>,
+    /// How long they do before a probe. Default "30s".
+    pub breaker_open: Option<String>,
+    /// Times a failed idempotent request is sent again. Default 2.
+    pub max_retries: Option<usize>,
 }
 
 /// What `[upstream]` makes.
@@ -123,6 +130,9 @@ impl RawUpstream {
             ),
             max_backoff: duration("max_backoff", &self.max_backoff, defaults.max_backoff),
             first_lists_wait: duration("first_lists_wait", &self.first_lists_wait, defaults.first_lists_wait),
+            breaker_open: duration("breaker_open", &self.breaker_open, defaults.breaker_open),
+            breaker_failures: self.breaker_failures.unwrap_or(defaults.breaker_failures),
+            max_retries: self.max_retries.unwrap_or(defaults.max_retries),
             max_message_bytes: self.max_message_bytes.unwrap_or(defaults.max_message_bytes),
             max_message_values: self.max_message_values.unwrap_or(defaults.max_message_values),
             max_in_flight: self.max_in_flight.unwrap_or(defaults.max_in_flight),

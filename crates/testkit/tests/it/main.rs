@@ -22,6 +22,8 @@ mod plugins;
 mod protocol;
 /// What an upstream says during a call (progress, log messages) reaching the client (#19).
 mod relay;
+/// Upstreams that fail: breaker, retries of idempotent requests (#19).
+mod resilience;
 /// The official Rust SDK as a client.
 mod rmcp_client;
 /// The stdio transport over an in-memory pipe.

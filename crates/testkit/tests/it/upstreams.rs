@@ -22,7 +22,7 @@ use switchyard_testkit::{Behaviour, Client, HostileUpstream, ServerProcess, unti
 /// endless list takes the replica's memory until it is killed.
 const PEAK_RESIDENT_BOUND: u64 = 192 << 20;
 
-fn replica_env(database: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn replica_env(database: &str) -> Vec<(&'static str, String)> {
     vec![
         ("SWITCHYARD_DATABASE_URL", database.to_owned()),
         ("SWITCHYARD_REGISTRY__SYNC_INTERVAL", "200ms".into()),
@@ -34,12 +34,12 @@ fn replica_env(database: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-async fn start_replica(env: &[(&'static str, String)]) -> ServerProcess {
+pub(crate) async fn start_replica(env: &[(&'static str, String)]) -> ServerProcess {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     ServerProcess::start(&env).await
 }
 
-async fn register(replica: &ServerProcess, plugin: Value) {
+pub(crate) async fn register(replica: &ServerProcess, plugin: Value) {
     let response = reqwest::Client::new()
         .post(format!("{}/admin/v1/plugins", replica.base_url()))
         .json(&plugin)
@@ -49,7 +49,7 @@ async fn register(replica: &ServerProcess, plugin: Value) {
     assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
 }
 
-async fn tool_names(client: &Client) -> Vec<String> {
+pub(crate) async fn tool_names(client: &Client) -> Vec<String> {
     let reply = client.request("tools/list", json!({})).await;
     reply.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
 }
@@ -61,7 +61,7 @@ async fn refusals(replica: &ServerProcess, bound: &str) -> u64 {
     text.lines().find_map(|line| line.strip_prefix(series.as_str())).map_or(0, |n| n.trim().parse().unwrap())
 }
 
-async fn echo(client: &Client) -> Value {
+pub(crate) async fn echo(client: &Client) -> Value {
     client.request("tools/call", json!({"name": "echo", "arguments": {"text": "still here"}})).await.result().clone()
 }
 

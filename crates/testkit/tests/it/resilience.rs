@@ -1,0 +1,105 @@
+//! An upstream that fails (#19): its breaker stops the replica sending to it
+//! and probes it back, an idempotent request that met a reset connection is
+//! sent again, and a tool call never is. The replicas are real processes and
+//! the upstream is [`HostileUpstream`], failing on demand.
+
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_testkit::{Behaviour, Client, HostileUpstream, ServerProcess, until};
+
+use crate::upstreams::{echo, register, replica_env, start_replica, tool_names};
+
+/// A replica on SQLite whose breakers open after 3 failures for 1 s, with
+/// `upstream` registered as `h`.
+async fn replica_of(upstream: &HostileUpstream, dir: &tempfile::TempDir) -> ServerProcess {
+    let database = format!("sqlite://{}", dir.path().join("registry.db").display());
+    let mut env = replica_env(&database);
+    env.push(("SWITCHYARD_UPSTREAM__BREAKER_FAILURES", "3".into()));
+    env.push(("SWITCHYARD_UPSTREAM__BREAKER_OPEN", "1s".into()));
+    let replica = start_replica(&env).await;
+    register(&replica, json!({"namespace": "h", "kind": "upstream", "spec": {"url": upstream.url()}})).await;
+    replica
+}
+
+/// `h_ok`'s answer: its text, and whether it is an error.
+async fn call_ok(client: &Client) -> (String, bool) {
+    let reply = client.request("tools/call", json!({"name": "h_ok", "arguments": {}})).await;
+    let result = reply.result();
+    (result["content"][0]["text"].as_str().unwrap().to_owned(), result["isError"] == true)
+}
+
+/// `name{labels}` on `replica`'s `/metrics`.
+async fn metric(replica: &ServerProcess, series: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", replica.base_url())).await.unwrap().text().await.unwrap();
+    let prefix = format!("{series} ");
+    text.lines().find_map(|line| line.strip_prefix(prefix.as_str())).map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// An upstream answering HTTP 500 opens its breaker after three failures:
+/// its tool then fails at once, naming when it is tried again, without the
+/// upstream being asked; the replica's other tools answer. Once the open
+/// time has passed, one call probes the upstream, and when it answers, its
+/// tool works again. Each step is counted in `switchyard.upstream.breaker`.
+#[tokio::test]
+async fn an_upstream_that_keeps_failing_is_not_asked_until_a_probe_answers() {
+    let upstream = HostileUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = replica_of(&upstream, &dir).await;
+    let client = replica.client();
+    until("the replica serves the upstream's tool", Duration::from_secs(10), async || {
+        tool_names(&client).await.contains(&"h_ok".to_owned())
+    })
+    .await;
+    assert_eq!(call_ok(&client).await, ("ok".to_owned(), false));
+
+    upstream.become_(Behaviour::ServerError);
+    until("the breaker opens", Duration::from_secs(10), async || call_ok(&client).await.0.contains("not asked")).await;
+    let asked = upstream.asked("tools/call");
+    for _ in 0..5 {
+        let started = Instant::now();
+        let (text, is_error) = call_ok(&client).await;
+        assert!(is_error && text.contains("its last 3 requests failed"), "{text}");
+        assert!(started.elapsed() < Duration::from_millis(250), "fails at once: {:?}", started.elapsed());
+    }
+    assert_eq!(upstream.asked("tools/call"), asked, "not sent while the breaker is open");
+    assert_eq!(echo(&client).await["content"][0]["text"], "still here");
+    assert!(metric(&replica, r#"switchyard_upstream_breaker_total{event="opened"}"#).await >= 1);
+    assert!(metric(&replica, r#"switchyard_upstream_breaker_total{event="rejected"}"#).await >= 5);
+
+    upstream.become_(Behaviour::Honest);
+    until("a probe answers and the tool works again", Duration::from_secs(10), async || {
+        call_ok(&client).await == ("ok".to_owned(), false)
+    })
+    .await;
+    assert!(upstream.asked("tools/call") > asked);
+    assert!(metric(&replica, r#"switchyard_upstream_breaker_total{event="closed"}"#).await >= 1);
+}
+
+/// A connection reset on first contact does not fail registration: the
+/// discovery is sent again. A tool call whose answer was cut off is an
+/// error, not sent twice (it may have done its work); the next one works.
+#[tokio::test]
+async fn idempotent_requests_are_retried_and_tool_calls_never() {
+    let upstream = HostileUpstream::start().await;
+    upstream.reset_next(1);
+    let dir = tempfile::tempdir().unwrap();
+    let replica = replica_of(&upstream, &dir).await;
+    assert!(upstream.asked("server/discover") >= 2, "the first discovery was cut off and sent again");
+    assert!(metric(&replica, "switchyard_upstream_retries_total").await >= 1);
+    let client = replica.client();
+    until("the replica serves the upstream's tool", Duration::from_secs(10), async || {
+        tool_names(&client).await.contains(&"h_ok".to_owned())
+    })
+    .await;
+    let before = upstream.asked("tools/call");
+    upstream.reset_next(1);
+    let (text, is_error) = call_ok(&client).await;
+    assert!(is_error, "{text}");
+    assert_eq!(upstream.asked("tools/call"), before + 1, "a tool call is sent once");
+    assert_eq!(call_ok(&client).await, ("ok".to_owned(), false));
+    let _: Value = echo(&client).await;
+}
