@@ -7,33 +7,30 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::load::{Run, load};
-use crate::servers::{Server, start_switchyard, start_switchyard_with, status_kib};
+use crate::servers::{Server, start_switchyard_with, status_kib};
 use crate::tools_call::{CALL, CALL_HEADERS, Headers, ROUNDS};
+
+/// The headers of a 2026-07-28 request of `method` naming `name`.
+macro_rules! mcp_headers {
+    ($method:literal, $name:literal) => {
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", $method),
+            ("mcp-name", $name),
+        ]
+    };
+}
 
 pub(crate) const UNITS_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"units_convert","arguments":{"value":1,"from":"mi","to":"km"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 pub(crate) const UPSTREAM_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up_echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-pub(crate) const UPSTREAM_HEADERS: &[(&str, &str)] = &[
-    ("content-type", "application/json"),
-    ("accept", "application/json, text/event-stream"),
-    ("mcp-protocol-version", "2026-07-28"),
-    ("mcp-method", "tools/call"),
-    ("mcp-name", "up_echo"),
-];
+pub(crate) const UPSTREAM_HEADERS: Headers = mcp_headers!("tools/call", "up_echo");
 pub(crate) const UPSTREAM_H2C_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"uph2_echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-pub(crate) const UPSTREAM_H2C_HEADERS: &[(&str, &str)] = &[
-    ("content-type", "application/json"),
-    ("accept", "application/json, text/event-stream"),
-    ("mcp-protocol-version", "2026-07-28"),
-    ("mcp-method", "tools/call"),
-    ("mcp-name", "uph2_echo"),
-];
-pub(crate) const UNITS_HEADERS: &[(&str, &str)] = &[
-    ("content-type", "application/json"),
-    ("accept", "application/json, text/event-stream"),
-    ("mcp-protocol-version", "2026-07-28"),
-    ("mcp-method", "tools/call"),
-    ("mcp-name", "units_convert"),
-];
+pub(crate) const UPSTREAM_H2C_HEADERS: Headers = mcp_headers!("tools/call", "uph2_echo");
+pub(crate) const READ_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://static-text","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+pub(crate) const READ_HEADERS: Headers = mcp_headers!("resources/read", "test://static-text");
+pub(crate) const UNITS_HEADERS: Headers = mcp_headers!("tools/call", "units_convert");
 
 /// Registers the units module, and `upstream` as the `up` namespace (HTTP/1.1)
 /// and as `uph2` (cleartext HTTP/2), through the admin API of `server`.
@@ -68,7 +65,10 @@ pub(crate) async fn plugin_call(
 ) -> anyhow::Result<()> {
     // The upstream runs on loopback, which the outbound policy refuses unless allowed.
     let server = start_switchyard_with(&binary, &[("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8")]).await?;
-    let upstream = start_switchyard(&binary).await?;
+    // The conformance fixture gives the upstream a resource of its own
+    // (`test://static-text`, answered with a ttlMs of a minute) to read
+    // built in, and through the front server, from its answer cache.
+    let upstream = start_switchyard_with(&binary, &[("SWITCHYARD_FIXTURE", "conformance")]).await?;
     let idle_kib = status_kib(server.child.id(), "VmRSS")?;
     register_plugins(&server, &wasm, &upstream).await?;
     let scenarios: [(&str, &'static str, Headers); 4] = [
@@ -107,6 +107,11 @@ pub(crate) async fn plugin_call(
             ms(latency.percentile(1.0))
         );
     }
+    let (through, built_in) = cached_read(&server, &upstream, requests, concurrency).await?;
+    println!(
+        "\n`resources/read` of `test://static-text`: from the front server's answer cache {through:.0} per server CPU-second, built in (the upstream serving it itself) {built_in:.0}: **{:.2}** (target: near 1)",
+        through / built_in
+    );
     let peak_kib = status_kib(server.child.id(), "VmHWM")?;
     println!(
         "\nServer CPU is the front server's only; an upstream call also costs the upstream's own CPU, and its wall rate shows the round trip."
@@ -117,4 +122,23 @@ pub(crate) async fn plugin_call(
         peak_kib as f64 / 1024.0
     );
     Ok(())
+}
+
+/// Reads per server CPU-second of the upstream's resource: through `front`
+/// (after the first read, from its answer cache) and from `upstream` itself,
+/// alternated over the rounds; the best round of each.
+async fn cached_read(
+    front: &Server,
+    upstream: &Server,
+    requests: usize,
+    concurrency: usize,
+) -> anyhow::Result<(f64, f64)> {
+    load(front, READ_CALL, READ_HEADERS, 2_000, concurrency).await?;
+    load(upstream, READ_CALL, READ_HEADERS, 2_000, concurrency).await?;
+    let (mut through, mut built_in) = (0.0_f64, 0.0_f64);
+    for _ in 0..ROUNDS {
+        through = through.max(load(front, READ_CALL, READ_HEADERS, requests, concurrency).await?.per_cpu_second());
+        built_in = built_in.max(load(upstream, READ_CALL, READ_HEADERS, requests, concurrency).await?.per_cpu_second());
+    }
+    Ok((through, built_in))
 }

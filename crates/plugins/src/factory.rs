@@ -11,7 +11,9 @@ use serde_json::Value;
 use switchyard_core::Plugin;
 use switchyard_core::catalog::ListChanges;
 use switchyard_core::plugin_spec::{PluginKind, SpecError, invalid};
-use switchyard_upstream::{McpClient, OutboundPolicy, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec};
+use switchyard_upstream::{
+    AnswerCache, McpClient, OutboundPolicy, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec,
+};
 use switchyard_wasm::{HostDirs, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
 use crate::builtin;
@@ -68,6 +70,9 @@ pub struct Factory {
     wasm_config: RuntimeConfig,
     wasm: OnceLock<Arc<Runtime>>,
     upstream_limits: UpstreamLimits,
+    /// Upstream answers kept for their `ttlMs`, shared by every upstream
+    /// plugin this factory builds, within `upstream_limits.cache_max_bytes`.
+    answers: Arc<AnswerCache>,
     grants: Grants,
     changes: ListChanges,
 }
@@ -89,7 +94,8 @@ impl Factory {
         grants: Grants,
         changes: ListChanges,
     ) -> Self {
-        Self { wasm_config, wasm: OnceLock::new(), upstream_limits, grants, changes }
+        let answers = AnswerCache::new(upstream_limits.cache_max_bytes);
+        Self { wasm_config, wasm: OnceLock::new(), upstream_limits, answers, grants, changes }
     }
 
     fn wasm_runtime(&self) -> Result<&Arc<Runtime>, SpecError> {
@@ -157,7 +163,7 @@ impl Factory {
                     .map_err(|(field, reason)| invalid(field, reason))?;
                 let changes = (purpose == Purpose::Serve).then(|| self.changes.clone());
                 Arc::new(
-                    UpstreamPlugin::connect(plugin.id, client, changes)
+                    UpstreamPlugin::connect(plugin.id, client, changes, &self.answers)
                         .await
                         .map_err(|e| invalid("spec.url", e.to_string()))?,
                 )

@@ -35,6 +35,7 @@ pub struct Metrics {
     upstream_refusals: Counter<u64>,
     upstream_breaker: Counter<u64>,
     upstream_retries: Counter<u64>,
+    upstream_cache: Counter<u64>,
 }
 
 /// How a tool call ended, as `switchyard.tool.calls` counts it.
@@ -162,6 +163,11 @@ impl Metrics {
                 "{request}",
                 "Idempotent upstream requests sent again after a failed attempt.",
             ),
+            upstream_cache: counter(
+                "switchyard.upstream.cache",
+                "{request}",
+                "Upstream answers looked up in the answer cache, by result: hit (kept, or shared with an identical request in flight) or miss.",
+            ),
         }
     }
 
@@ -261,6 +267,11 @@ impl Metrics {
     /// An idempotent upstream request sent again.
     pub fn upstream_retried(&self) {
         self.upstream_retries.add(1, &[]);
+    }
+
+    /// An answer-cache lookup's `result`: `hit` or `miss`.
+    pub fn upstream_cache(&self, result: &'static str) {
+        self.upstream_cache.add(1, &[KeyValue::new("result", result)]);
     }
 
     /// The catalog version now served.

@@ -6,9 +6,12 @@
 //! the socket takes them.
 //!
 //! It speaks just enough of 2026-07-28 to be registered: `server/discover`,
-//! the four lists, `tools/call` of its one tool `ok`, and
-//! `subscriptions/listen`. It counts what it is asked, so a test can tell a
-//! refresh that was refused from one that never happened.
+//! the four lists, `tools/call` of its one tool `ok`, `resources/read` of
+//! `hostile://public` and `hostile://private` (kept for a minute, by every
+//! caller or by one), `hostile://fresh` (not kept) and `hostile://slow` (not
+//! kept, answered after 300 ms), and `subscriptions/listen`. It counts what
+//! it is asked, so a test can tell a refresh that was refused from one that
+//! never happened.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -233,7 +236,27 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         }),
         ("tools/list", _) => json!({"tools": [tool("ok")], "ttlMs": 3_600_000}),
         ("prompts/list", _) => json!({"prompts": []}),
-        ("resources/list", _) => json!({"resources": []}),
+        ("resources/list", _) => {
+            let resources: Vec<Value> = ["public", "private", "fresh", "slow"]
+                .into_iter()
+                .map(|name| json!({"uri": format!("hostile://{name}"), "name": name}))
+                .collect();
+            json!({"resources": resources})
+        }
+        ("resources/read", _) => {
+            let uri = request["params"]["uri"].as_str().unwrap_or_default().to_owned();
+            let (ttl, scope) = match uri.as_str() {
+                "hostile://public" => (60_000, "public"),
+                "hostile://private" => (60_000, "private"),
+                "hostile://slow" => {
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    (0, "public")
+                }
+                _ => (0, "public"),
+            };
+            let read = shared.asked.0.lock().expect("asked").get("resources/read").copied().unwrap_or(0);
+            json!({"contents": [{"uri": uri, "text": format!("read {read}")}], "ttlMs": ttl, "cacheScope": scope})
+        }
         ("resources/templates/list", _) => json!({"resourceTemplates": []}),
         ("tools/call", _) => json!({"content": [{"type": "text", "text": "ok"}]}),
         _ => {

@@ -278,9 +278,9 @@ impl McpClient {
         name: Option<&str>,
         extra: &[(String, String)],
         relay: &Relay<'_>,
-    ) -> Result<Value, CallError> {
+    ) -> Result<(Value, Weight), CallError> {
         let deadline = Some(relay.deadline());
-        self.bounded(method, params, name, extra, deadline, Some(relay)).await.map(|(result, _)| result)
+        self.bounded(method, params, name, extra, deadline, Some(relay)).await
     }
 
     /// [`McpClient::request`], also returning what the answer took.

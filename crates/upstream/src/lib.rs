@@ -30,10 +30,18 @@
 //!   `list_changed` notifications cost at most one refresh per interval, and
 //!   one that keeps failing is retried with a doubling wait. Breaking a bound
 //!   is an error for that upstream alone: the last good lists stay served.
+//! - Resilience (`breaker`): after failures in a row an upstream is not sent
+//!   to until a probe answers, and idempotent requests that failed in
+//!   transport are sent again within a retry budget. Connections are pooled
+//!   and kept alive, over HTTP/2 where the upstream offers it (or `h2c`).
+//! - [`AnswerCache`]: answers kept for their `ttlMs`, public ones for every
+//!   caller and private ones per authorization context, identical reads in
+//!   flight asked once, all within one bound per replica.
 //!
 //! This crate knows no inbound HTTP and no SQL.
 
 mod breaker;
+mod cache;
 mod client;
 mod limits;
 mod outbound;
@@ -43,6 +51,7 @@ mod settings;
 mod spec;
 mod sse;
 
+pub use cache::AnswerCache;
 pub use client::{CallError, McpClient};
 pub use limits::{Bound, UpstreamLimits};
 pub use outbound::{Allowed, IpNet, OutboundPolicy};

@@ -64,6 +64,10 @@ pub struct UpstreamLimits {
     /// again, within its deadline and a budget of one retry per ten
     /// requests. Default 2.
     pub max_retries: usize,
+    /// What the answer cache of a replica may hold, all upstreams together
+    /// (bytes on the wire plus 32 per JSON value); 0 keeps nothing. Default
+    /// 64 MiB.
+    pub cache_max_bytes: u64,
 }
 
 impl Default for UpstreamLimits {
@@ -85,6 +89,7 @@ impl Default for UpstreamLimits {
             breaker_failures: 5,
             breaker_open: Duration::from_secs(30),
             max_retries: 2,
+            cache_max_bytes: 64 << 20,
         }
     }
 }

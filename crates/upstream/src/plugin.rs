@@ -1,6 +1,7 @@
 //! [`UpstreamPlugin`]: an upstream server's lists, cached, and its calls, routed.
 
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use switchyard_protocol::method::request;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::{AnswerCache, Kept, PluginCache, named_target};
 use crate::client::{CallError, McpClient, Relay, Weight};
 use crate::limits::{Backoff, Bound};
 
@@ -57,6 +59,11 @@ pub struct UpstreamPlugin {
     /// Swapped whole on each refresh, so a reader holds one version without copying it.
     lists: Arc<RwLock<Arc<Lists>>>,
     stop: CancellationToken,
+    /// Its answers kept for their `ttlMs`.
+    cache: PluginCache,
+    /// Whether the upstream ever marked a tool result with a `ttlMs`: until
+    /// it does, tool calls are not looked up in the cache at all.
+    tools_cacheable: AtomicBool,
 }
 
 impl std::fmt::Debug for UpstreamPlugin {
@@ -68,6 +75,7 @@ impl std::fmt::Debug for UpstreamPlugin {
 impl Drop for UpstreamPlugin {
     fn drop(&mut self) {
         self.stop.cancel();
+        self.cache.forget();
     }
 }
 
@@ -81,8 +89,20 @@ impl UpstreamPlugin {
     ///
     /// # Errors
     /// A check whose read failed.
-    pub async fn connect(id: &str, client: Arc<McpClient>, changes: Option<ListChanges>) -> Result<Self, CallError> {
-        let plugin = Self { id: id.to_owned(), client, lists: Arc::default(), stop: CancellationToken::new() };
+    pub async fn connect(
+        id: &str,
+        client: Arc<McpClient>,
+        changes: Option<ListChanges>,
+        cache: &Arc<AnswerCache>,
+    ) -> Result<Self, CallError> {
+        let plugin = Self {
+            id: id.to_owned(),
+            client,
+            lists: Arc::default(),
+            stop: CancellationToken::new(),
+            cache: cache.for_plugin(),
+            tools_cacheable: AtomicBool::new(false),
+        };
         let Some(changes) = changes else {
             let (lists, _) = fetch(&plugin.client).await?;
             *plugin.lists.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(lists);
@@ -116,9 +136,11 @@ impl UpstreamPlugin {
             self.stop.clone(),
             Arc::clone(&nudge),
             Arc::clone(&first_done),
+            self.cache.clone(),
         ));
         let (client, lists, stop, id) =
             (Arc::clone(&self.client), Arc::clone(&self.lists), self.stop.clone(), self.id.clone());
+        let cache = self.cache.clone();
         let limits = *client.limits();
         tokio::spawn(async move {
             let mut first = Some(first);
@@ -142,6 +164,9 @@ impl UpstreamPlugin {
                             Arc::clone(&fresh),
                         );
                         let changed = old.changed_kinds(&fresh);
+                        if !changed.is_empty() {
+                            cache.forget();
+                        }
                         // Only the served copy is kept while the catalog rebuilds.
                         drop((old, fresh));
                         // While `connect` still waits, the catalog reads these lists itself.
@@ -195,6 +220,7 @@ async fn follow_listen_stream(
     stop: CancellationToken,
     nudge: Arc<Notify>,
     first_done: Arc<Notify>,
+    cache: PluginCache,
 ) {
     tokio::select! {
         () = stop.cancelled() => return,
@@ -216,6 +242,8 @@ async fn follow_listen_stream(
                     return ControlFlow::Break(());
                 }
                 if method.is_some_and(|method| method.ends_with("/list_changed")) {
+                    // What the upstream answered before may have changed with its lists.
+                    cache.forget();
                     nudge.notify_one();
                 }
                 ControlFlow::Continue(())
@@ -414,6 +442,12 @@ impl Plugin for UpstreamPlugin {
                     ));
                 }
             }
+            let target = self.tools_cacheable.load(Ordering::Relaxed).then(|| named_target(name, &arguments));
+            if let Some(target) = &target
+                && let Some(kept) = self.cache.get(request::TOOLS_CALL, target, &cx).await
+            {
+                return complete(Arc::unwrap_or_clone(kept));
+            }
             let mut params = Map::new();
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
@@ -422,7 +456,17 @@ impl Plugin for UpstreamPlugin {
                 result = self.client.request_relayed(request::TOOLS_CALL, params, Some(name), &extra, &relay) => result,
                 () = cx.cancellation().cancelled() => return Err(PluginError::Tool("the call was cancelled".into())),
             };
-            result.map_err(refused).and_then(complete)
+            let (result, weight) = result.map_err(refused)?;
+            if result.get("ttlMs").is_none() {
+                return complete(result);
+            }
+            // Marked: kept, and from now on this upstream's calls are looked up.
+            self.tools_cacheable.store(true, Ordering::Relaxed);
+            let kept = Kept::new(result, weight);
+            if let Some(target) = target {
+                self.cache.keep(request::TOOLS_CALL, target, &cx, kept.clone()).await;
+            }
+            complete(Arc::unwrap_or_clone(kept.result))
         })
     }
 
@@ -430,11 +474,13 @@ impl Plugin for UpstreamPlugin {
         Box::pin(async move {
             let mut params = Map::new();
             params.insert("uri".into(), json!(uri));
-            match self.client.request_relayed(request::RESOURCES_READ, params, Some(uri), &[], &Relay::to(&cx)).await {
+            let relay = Relay::to(&cx);
+            let fetch = self.client.request_relayed(request::RESOURCES_READ, params, Some(uri), &[], &relay);
+            match self.cache.read_through(request::RESOURCES_READ, uri.into(), &cx, fetch).await {
                 Err(CallError::Rpc { code: -32602 | -32002, .. }) => {
                     Err(PluginError::ResourceNotFound { uri: uri.to_owned() })
                 }
-                other => other.map_err(refused).and_then(complete),
+                other => other.map_err(refused).and_then(|result| complete(Arc::unwrap_or_clone(result))),
             }
         })
     }
@@ -446,14 +492,17 @@ impl Plugin for UpstreamPlugin {
         cx: CallContext,
     ) -> BoxFuture<'a, PluginResult<Outcome>> {
         Box::pin(async move {
+            let target = named_target(name, &arguments);
             let mut params = Map::new();
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
-            self.client
-                .request_relayed(request::PROMPTS_GET, params, Some(name), &[], &Relay::to(&cx))
+            let relay = Relay::to(&cx);
+            let fetch = self.client.request_relayed(request::PROMPTS_GET, params, Some(name), &[], &relay);
+            self.cache
+                .read_through(request::PROMPTS_GET, target, &cx, fetch)
                 .await
                 .map_err(refused)
-                .and_then(complete)
+                .and_then(|result| complete(Arc::unwrap_or_clone(result)))
         })
     }
 

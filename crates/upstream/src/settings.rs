@@ -60,6 +60,9 @@ pub struct RawUpstream {
     pub breaker_open: Option<String>,
     /// Times a failed idempotent request is sent again. Default 2.
     pub max_retries: Option<usize>,
+    /// Bytes the answer cache may hold, all upstreams together; 0 keeps
+    /// nothing. Default 67108864 (64 MiB).
+    pub cache_max_bytes: Option<u64>,
 }
 
 /// What `[upstream]` makes.
@@ -133,6 +136,7 @@ impl RawUpstream {
             breaker_open: duration("breaker_open", &self.breaker_open, defaults.breaker_open),
             breaker_failures: self.breaker_failures.unwrap_or(defaults.breaker_failures),
             max_retries: self.max_retries.unwrap_or(defaults.max_retries),
+            cache_max_bytes: self.cache_max_bytes.unwrap_or(defaults.cache_max_bytes),
             max_message_bytes: self.max_message_bytes.unwrap_or(defaults.max_message_bytes),
             max_message_values: self.max_message_values.unwrap_or(defaults.max_message_values),
             max_in_flight: self.max_in_flight.unwrap_or(defaults.max_in_flight),

@@ -2,6 +2,8 @@
 //! Every message the server sends is checked against the official schema by
 //! the testkit client.
 
+/// Upstream answers kept for their ttlMs, per caller when private, coalesced (#19).
+mod answer_cache;
 /// OAuth: bearer tokens from a real authorization server, scopes, metadata.
 mod auth;
 /// The auth layer alone, over a stand-in inner service, without a socket.

@@ -1,0 +1,215 @@
+//! [`AnswerCache`]: upstream answers kept for the `ttlMs` the upstream gave
+//! them, shared by every upstream plugin of a replica within one bound.
+//!
+//! What is kept: `resources/read` and `prompts/get` answers, and `tools/call`
+//! results the upstream marked with a `ttlMs` of its own, for that long (at
+//! most an hour). A `public` answer (its `cacheScope`) serves every caller; any
+//! other is kept per authorization context (the caller's principal, client
+//! and scopes), never shared across them. Identical reads and prompts asked
+//! while one is in flight wait for its answer instead of asking again (a
+//! tool call never does: two identical calls may both be meant). A plugin's
+//! entries go when the upstream reports a list change and when the plugin is
+//! rebuilt or removed. Every entry is weighed (bytes on the wire and JSON
+//! values), and the cache as a whole holds at most `upstream.cache_max_bytes`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use moka::Expiry;
+use moka::future::Cache;
+use serde_json::Value;
+use switchyard_core::CallContext;
+
+use crate::client::{CallError, Weight};
+
+/// The longest an upstream answer is kept, whatever its `ttlMs`.
+const MAX_TTL: Duration = Duration::from_secs(3600);
+
+/// What an answer is kept under.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    /// The plugin instance (a rebuilt plugin starts afresh).
+    plugin: u64,
+    method: &'static str,
+    /// The URI, or the name and canonical arguments.
+    target: Arc<str>,
+    /// The authorization context of a private answer; `None` for a public one.
+    audience: Option<Arc<str>>,
+}
+
+/// A kept answer: the upstream's result as it came, and how to keep it.
+#[derive(Debug, Clone)]
+pub(crate) struct Kept {
+    pub(crate) result: Arc<Value>,
+    ttl: Duration,
+    public: bool,
+    weight: u32,
+}
+
+impl Kept {
+    /// `result` as the upstream sent it (`ttlMs`, `cacheScope` still in it),
+    /// which took `weight` to read.
+    pub(crate) fn new(result: Value, weight: Weight) -> Self {
+        // An answer that asks for more input is never kept.
+        let complete = result.get("resultType").and_then(Value::as_str).is_none_or(|t| t == "complete");
+        let ttl = result
+            .get("ttlMs")
+            .and_then(Value::as_u64)
+            .filter(|_| complete)
+            .map_or(Duration::ZERO, Duration::from_millis);
+        let public = result.get("cacheScope").and_then(Value::as_str) == Some("public");
+        // What the parsed value costs (about 32 bytes a value) and its text.
+        let bytes = weight.bytes.saturating_add(weight.values.saturating_mul(32));
+        Self {
+            result: Arc::new(result),
+            ttl: ttl.min(MAX_TTL),
+            public,
+            weight: u32::try_from(bytes).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// Keeps each entry for its own `ttlMs`; a private copy of an answer that
+/// turned out public is not kept (the public entry serves everyone).
+struct ByTtl;
+
+impl Expiry<Key, Kept> for ByTtl {
+    fn expire_after_create(&self, key: &Key, kept: &Kept, _now: std::time::Instant) -> Option<Duration> {
+        Some(if key.audience.is_some() && kept.public { Duration::ZERO } else { kept.ttl })
+    }
+}
+
+/// The replica's cache of upstream answers.
+pub struct AnswerCache {
+    entries: Option<Cache<Key, Kept>>,
+}
+
+impl std::fmt::Debug for AnswerCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerCache").field("enabled", &self.entries.is_some()).finish()
+    }
+}
+
+/// Tells each plugin instance apart in the shared cache.
+static NEXT_PLUGIN: AtomicU64 = AtomicU64::new(1);
+
+/// One plugin instance's view of the cache.
+#[derive(Debug, Clone)]
+pub(crate) struct PluginCache {
+    cache: Arc<AnswerCache>,
+    plugin: u64,
+}
+
+impl AnswerCache {
+    /// A cache holding at most `max_bytes` (0: none kept, nothing coalesced).
+    pub fn new(max_bytes: u64) -> Arc<Self> {
+        let entries = (max_bytes > 0).then(|| {
+            Cache::builder()
+                .max_capacity(max_bytes)
+                .weigher(|_: &Key, kept: &Kept| kept.weight)
+                .expire_after(ByTtl)
+                .support_invalidation_closures()
+                .build()
+        });
+        Arc::new(Self { entries })
+    }
+
+    /// A view for a new plugin instance.
+    pub(crate) fn for_plugin(self: &Arc<Self>) -> PluginCache {
+        PluginCache { cache: Arc::clone(self), plugin: NEXT_PLUGIN.fetch_add(1, Ordering::Relaxed) }
+    }
+}
+
+/// What a prompt or a tool call is kept under: its name and its arguments,
+/// canonical (keys sorted, numbers in one form).
+pub(crate) fn named_target(name: &str, arguments: &serde_json::Map<String, Value>) -> Arc<str> {
+    let mut text = name.as_bytes().to_vec();
+    text.push(0);
+    switchyard_protocol::canonical::write(&Value::Object(arguments.clone()), &mut text);
+    String::from_utf8_lossy(&text).into()
+}
+
+/// The authorization context `cx`'s caller answers in: whom a private
+/// answer may be served to.
+fn audience(cx: &CallContext) -> Arc<str> {
+    let caller = cx.caller();
+    format!("{:?}|{:?}|{:?}", caller.principal, caller.client_id, caller.scopes).into()
+}
+
+fn record(outcome: &'static str) {
+    switchyard_telemetry::metrics().upstream_cache(outcome);
+}
+
+impl PluginCache {
+    fn key(&self, method: &'static str, target: &Arc<str>, audience: Option<Arc<str>>) -> Key {
+        Key { plugin: self.plugin, method, target: Arc::clone(target), audience }
+    }
+
+    /// The answer to `method` on `target` for `cx`'s caller: a kept one, the
+    /// one an identical request in flight gets, or `fetch`'s.
+    pub(crate) async fn read_through<F>(
+        &self,
+        method: &'static str,
+        target: Arc<str>,
+        cx: &CallContext,
+        fetch: F,
+    ) -> Result<Arc<Value>, CallError>
+    where
+        F: Future<Output = Result<(Value, Weight), CallError>>,
+    {
+        let Some(entries) = &self.cache.entries else {
+            return fetch.await.map(|(result, _)| Arc::new(result));
+        };
+        if let Some(kept) = entries.get(&self.key(method, &target, None)).await {
+            record("hit");
+            return Ok(kept.result);
+        }
+        let asked = AtomicBool::new(false);
+        let private = self.key(method, &target, Some(audience(cx)));
+        let kept = entries
+            .try_get_with(private, async {
+                asked.store(true, Ordering::Relaxed);
+                fetch.await.map(|(result, weight)| Kept::new(result, weight))
+            })
+            .await
+            .map_err(|error| (*error).clone())?;
+        record(if asked.load(Ordering::Relaxed) { "miss" } else { "hit" });
+        if kept.public && !kept.ttl.is_zero() {
+            entries.insert(self.key(method, &target, None), kept.clone()).await;
+        }
+        Ok(kept.result)
+    }
+
+    /// A kept answer to `method` on `target` for `cx`'s caller, if any.
+    pub(crate) async fn get(&self, method: &'static str, target: &Arc<str>, cx: &CallContext) -> Option<Arc<Value>> {
+        let entries = self.cache.entries.as_ref()?;
+        let kept = match entries.get(&self.key(method, target, None)).await {
+            Some(kept) => Some(kept),
+            None => entries.get(&self.key(method, target, Some(audience(cx)))).await,
+        };
+        record(if kept.is_some() { "hit" } else { "miss" });
+        kept.map(|kept| kept.result)
+    }
+
+    /// Keeps `result` (the upstream's answer to `method` on `target` for
+    /// `cx`'s caller) if the upstream gave it a `ttlMs`.
+    pub(crate) async fn keep(&self, method: &'static str, target: Arc<str>, cx: &CallContext, kept: Kept) {
+        let Some(entries) = &self.cache.entries else { return };
+        if kept.ttl.is_zero() {
+            return;
+        }
+        let audience = (!kept.public).then(|| audience(cx));
+        entries.insert(self.key(method, &target, audience), kept).await;
+    }
+
+    /// Drops every answer of this plugin instance (its upstream reported a
+    /// change, or the plugin is going).
+    pub(crate) fn forget(&self) {
+        if let Some(entries) = &self.cache.entries {
+            let plugin = self.plugin;
+            // Only fails when closures were not enabled, which `new` does.
+            let _ = entries.invalidate_entries_if(move |key, _| key.plugin == plugin);
+        }
+    }
+}
