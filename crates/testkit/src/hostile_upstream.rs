@@ -6,7 +6,8 @@
 //! the socket takes them.
 //!
 //! It speaks just enough of 2026-07-28 to be registered: `server/discover`,
-//! the four lists, `tools/call` of its one tool `ok`, `resources/read` of
+//! the four lists, `tools/call` of its tools `ok`, `kept` (read-only) and
+//! `marked` (not), the last two with results marked for a minute, `resources/read` of
 //! `hostile://public` and `hostile://private` (kept for a minute, by every
 //! caller or by one), `hostile://fresh` (not kept) and `hostile://slow` (not
 //! kept, answered after 300 ms), and `subscriptions/listen`. It counts what
@@ -234,7 +235,11 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             "capabilities": {"tools": {"listChanged": true}},
             "serverInfo": {"name": "hostile", "version": "0"}
         }),
-        ("tools/list", _) => json!({"tools": [tool("ok")], "ttlMs": 3_600_000}),
+        ("tools/list", _) => {
+            let mut kept = tool("kept");
+            kept["annotations"] = json!({"readOnlyHint": true});
+            json!({"tools": [tool("ok"), kept, tool("marked")], "ttlMs": 3_600_000})
+        }
         ("prompts/list", _) => json!({"prompts": []}),
         ("resources/list", _) => {
             let resources: Vec<Value> = ["public", "private", "fresh", "slow"]
@@ -258,6 +263,11 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             json!({"contents": [{"uri": uri, "text": format!("read {read}")}], "ttlMs": ttl, "cacheScope": scope})
         }
         ("resources/templates/list", _) => json!({"resourceTemplates": []}),
+        // Results marked to be kept for a minute, of a read-only tool and of one that is not.
+        ("tools/call", _) if matches!(request["params"]["name"].as_str(), Some("kept" | "marked")) => {
+            let calls = shared.asked.0.lock().expect("asked").get("tools/call").copied().unwrap_or(0);
+            json!({"content": [{"type": "text", "text": format!("call {calls}")}], "ttlMs": 60_000, "cacheScope": "public"})
+        }
         ("tools/call", _) => json!({"content": [{"type": "text", "text": "ok"}]}),
         _ => {
             return axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "unknown"}}))

@@ -32,11 +32,29 @@ pub(crate) struct Breaker {
     open_for: Duration,
 }
 
-/// Why a request was not sent: the breaker is open, for so much longer.
+/// Why a request was not sent: the breaker is open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Open {
     pub(crate) failures: usize,
-    pub(crate) retry_in: Duration,
+    pub(crate) retry: Retry,
+}
+
+/// When an upstream whose breaker is open is asked again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// A probe goes after this long.
+    In(Duration),
+    /// A probe is in flight now; its answer decides.
+    Probing,
+}
+
+impl std::fmt::Display for Retry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::In(wait) => write!(f, "it is tried again in {:.1} s", wait.as_secs_f64()),
+            Self::Probing => f.write_str("a request is probing it now"),
+        }
+    }
 }
 
 /// A request the breaker let through. Its outcome must be told with
@@ -72,12 +90,12 @@ impl Breaker {
             }
             State::Open { until } => {
                 record("rejected");
-                let retry_in = until.saturating_duration_since(Instant::now());
-                return Err(Open { failures: self.failures_to_open, retry_in });
+                let wait = until.saturating_duration_since(Instant::now());
+                return Err(Open { failures: self.failures_to_open, retry: Retry::In(wait) });
             }
             State::Probing => {
                 record("rejected");
-                return Err(Open { failures: self.failures_to_open, retry_in: Duration::ZERO });
+                return Err(Open { failures: self.failures_to_open, retry: Retry::Probing });
             }
         };
         Ok(Admitted { breaker: self, probe, told: false })
@@ -188,11 +206,11 @@ mod tests {
         for _ in 0..3 {
             breaker.admit().unwrap().failed();
         }
-        let open = breaker.admit().unwrap_err();
-        assert!(open.retry_in > Duration::ZERO && open.retry_in <= Duration::from_millis(50), "{open:?}");
+        let Retry::In(wait) = breaker.admit().unwrap_err().retry else { panic!("open, not probing") };
+        assert!(wait > Duration::ZERO && wait <= Duration::from_millis(50), "{wait:?}");
         std::thread::sleep(Duration::from_millis(60));
         let probe = breaker.admit().unwrap();
-        assert!(breaker.admit().is_err(), "one probe at a time");
+        assert_eq!(breaker.admit().unwrap_err().retry, Retry::Probing, "one probe at a time");
         probe.succeeded();
         breaker.admit().unwrap().succeeded();
     }

@@ -1,16 +1,19 @@
 //! [`AnswerCache`]: upstream answers kept for the `ttlMs` the upstream gave
 //! them, shared by every upstream plugin of a replica within one bound.
 //!
-//! What is kept: `resources/read` and `prompts/get` answers, and `tools/call`
-//! results the upstream marked with a `ttlMs` of its own, for that long (at
-//! most an hour). A `public` answer (its `cacheScope`) serves every caller; any
+//! What is kept: `resources/read` and `prompts/get` answers, and the results
+//! of tools annotated `readOnlyHint` that the upstream marked with a `ttlMs`
+//! of its own, for that long (at most an hour). A `public` answer (its `cacheScope`) serves every caller; any
 //! other is kept per authorization context (the caller's principal, client
 //! and scopes), never shared across them. Identical reads and prompts asked
 //! while one is in flight wait for its answer instead of asking again (a
-//! tool call never does: two identical calls may both be meant). A plugin's
-//! entries go when the upstream reports a list change and when the plugin is
-//! rebuilt or removed. Every entry is weighed (bytes on the wire and JSON
-//! values), and the cache as a whole holds at most `upstream.cache_max_bytes`.
+//! tool call never does: two identical calls may both be meant), within one
+//! authorization context. A plugin's entries go when the upstream reports a
+//! list change and when the plugin is rebuilt or removed: each bumps the
+//! plugin's generation, which every key carries, so nothing kept before (or
+//! fetched while it happened) is found again, and the old entries age out.
+//! Every entry is weighed, key and answer (bytes on the wire and 32 per JSON
+//! value), and the cache as a whole holds at most `upstream.cache_max_bytes`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,6 +34,8 @@ const MAX_TTL: Duration = Duration::from_secs(3600);
 struct Key {
     /// The plugin instance (a rebuilt plugin starts afresh).
     plugin: u64,
+    /// The plugin's generation when the answer was asked for.
+    generation: u64,
     method: &'static str,
     /// The URI, or the name and canonical arguments.
     target: Arc<str>,
@@ -74,10 +79,38 @@ impl Kept {
 /// turned out public is not kept (the public entry serves everyone).
 struct ByTtl;
 
+impl ByTtl {
+    /// How long `kept` is kept under `key`.
+    fn ttl(key: &Key, kept: &Kept) -> Duration {
+        if key.audience.is_some() && kept.public { Duration::ZERO } else { kept.ttl }
+    }
+}
+
 impl Expiry<Key, Kept> for ByTtl {
     fn expire_after_create(&self, key: &Key, kept: &Kept, _now: std::time::Instant) -> Option<Duration> {
-        Some(if key.audience.is_some() && kept.public { Duration::ZERO } else { kept.ttl })
+        Some(Self::ttl(key, kept))
     }
+
+    fn expire_after_update(
+        &self,
+        key: &Key,
+        kept: &Kept,
+        _now: std::time::Instant,
+        _left: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(Self::ttl(key, kept))
+    }
+}
+
+/// What an entry counts against the bound: its key and its answer, or
+/// nothing for one that is never served (it is removed as soon as the
+/// requests waiting on it have their answer).
+fn weight(key: &Key, kept: &Kept) -> u32 {
+    if ByTtl::ttl(key, kept).is_zero() {
+        return 0;
+    }
+    let key_bytes = key.target.len() + key.audience.as_ref().map_or(0, |a| a.len()) + 64;
+    kept.weight.saturating_add(u32::try_from(key_bytes).unwrap_or(u32::MAX))
 }
 
 /// The replica's cache of upstream answers.
@@ -99,25 +132,21 @@ static NEXT_PLUGIN: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct PluginCache {
     cache: Arc<AnswerCache>,
     plugin: u64,
+    generation: Arc<AtomicU64>,
 }
 
 impl AnswerCache {
     /// A cache holding at most `max_bytes` (0: none kept, nothing coalesced).
     pub fn new(max_bytes: u64) -> Arc<Self> {
-        let entries = (max_bytes > 0).then(|| {
-            Cache::builder()
-                .max_capacity(max_bytes)
-                .weigher(|_: &Key, kept: &Kept| kept.weight)
-                .expire_after(ByTtl)
-                .support_invalidation_closures()
-                .build()
-        });
+        let entries = (max_bytes > 0)
+            .then(|| Cache::builder().max_capacity(max_bytes).weigher(weight).expire_after(ByTtl).build());
         Arc::new(Self { entries })
     }
 
     /// A view for a new plugin instance.
     pub(crate) fn for_plugin(self: &Arc<Self>) -> PluginCache {
-        PluginCache { cache: Arc::clone(self), plugin: NEXT_PLUGIN.fetch_add(1, Ordering::Relaxed) }
+        let plugin = NEXT_PLUGIN.fetch_add(1, Ordering::Relaxed);
+        PluginCache { cache: Arc::clone(self), plugin, generation: Arc::default() }
     }
 }
 
@@ -143,7 +172,8 @@ fn record(outcome: &'static str) {
 
 impl PluginCache {
     fn key(&self, method: &'static str, target: &Arc<str>, audience: Option<Arc<str>>) -> Key {
-        Key { plugin: self.plugin, method, target: Arc::clone(target), audience }
+        let generation = self.generation.load(Ordering::Acquire);
+        Key { plugin: self.plugin, generation, method, target: Arc::clone(target), audience }
     }
 
     /// The answer to `method` on `target` for `cx`'s caller: a kept one, the
@@ -166,17 +196,27 @@ impl PluginCache {
             return Ok(kept.result);
         }
         let asked = AtomicBool::new(false);
+        // The generation is read before the fetch: an answer fetched while a
+        // change drops the plugin's entries is kept where nothing finds it.
         let private = self.key(method, &target, Some(audience(cx)));
+        let public = Key { audience: None, ..private.clone() };
         let kept = entries
-            .try_get_with(private, async {
+            .try_get_with(private.clone(), async {
                 asked.store(true, Ordering::Relaxed);
                 fetch.await.map(|(result, weight)| Kept::new(result, weight))
             })
             .await
             .map_err(|error| (*error).clone())?;
-        record(if asked.load(Ordering::Relaxed) { "miss" } else { "hit" });
-        if kept.public && !kept.ttl.is_zero() {
-            entries.insert(self.key(method, &target, None), kept.clone()).await;
+        let fetched_here = asked.load(Ordering::Relaxed);
+        record(if fetched_here { "miss" } else { "hit" });
+        if fetched_here {
+            if ByTtl::ttl(&private, &kept).is_zero() {
+                // Kept only for the requests that waited on it, which have it now.
+                entries.invalidate(&private).await;
+            }
+            if kept.public && !kept.ttl.is_zero() {
+                entries.insert(public, kept.clone()).await;
+            }
         }
         Ok(kept.result)
     }
@@ -204,12 +244,9 @@ impl PluginCache {
     }
 
     /// Drops every answer of this plugin instance (its upstream reported a
-    /// change, or the plugin is going).
+    /// change, or the plugin is going): none is found again, and each ages
+    /// out of the cache (its TTL, or sooner when room is needed).
     pub(crate) fn forget(&self) {
-        if let Some(entries) = &self.cache.entries {
-            let plugin = self.plugin;
-            // Only fails when closures were not enabled, which `new` does.
-            let _ = entries.invalidate_entries_if(move |key, _| key.plugin == plugin);
-        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 }

@@ -33,6 +33,26 @@ const LEGACY_VERSION: &str = "2025-11-25";
 const RETRIES_PER_THOUSAND_REQUESTS: u32 = 100;
 const RETRIES_IN_HAND: u32 = 10;
 
+/// An HTTP client under `policy`, pooled and kept alive, speaking cleartext
+/// HTTP/2 without asking when `h2c`.
+fn http_client(policy: &OutboundPolicy, h2c: bool) -> reqwest::Result<reqwest::Client> {
+    let http = reqwest::Client::builder()
+        // A proxy would connect where our DNS check cannot see; a redirect
+        // could lead anywhere. Neither is followed.
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(policy.resolver())
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(10))
+        // An HTTP/2 connection with a request open (the listen stream) is
+        // pinged, so one the upstream or a middlebox dropped is found.
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .http2_keep_alive_timeout(Duration::from_secs(10))
+        // What an upstream's header block may take of our memory.
+        .http2_max_header_list_size(64 * 1024);
+    if h2c { http.http2_prior_knowledge() } else { http }.build()
+}
+
 /// Requests that change nothing at the upstream, so one that failed in
 /// transport may be sent again: discovery, lists, reads, prompts and
 /// completions. A tool call may have done its work before the connection
@@ -74,8 +94,8 @@ pub enum CallError {
     SessionLost,
     /// The upstream's breaker is open: its last requests failed, so this one
     /// was not sent.
-    #[error("upstream not asked: its last {0} requests failed; it is tried again in {1:?}")]
-    Open(usize, Duration),
+    #[error("upstream not asked: its last {0} requests failed; {1}")]
+    Open(usize, crate::breaker::Retry),
     /// Our credentials could not be obtained, or the upstream refused them.
     #[error("upstream credentials: {0}")]
     Credentials(String),
@@ -125,6 +145,8 @@ pub(crate) struct Weight {
 /// A client of one upstream MCP server.
 pub struct McpClient {
     http: reqwest::Client,
+    /// For the token endpoint: `http` itself, unless that speaks `h2c`.
+    token_http: reqwest::Client,
     spec: UpstreamSpec,
     policy: OutboundPolicy,
     limits: UpstreamLimits,
@@ -184,24 +206,16 @@ impl McpClient {
             }
             Credentials::None => None,
         };
-        let http = reqwest::Client::builder()
-            // A proxy would connect where our DNS check cannot see; a redirect
-            // could lead anywhere. Neither is followed.
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(policy.resolver())
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(10))
-            // An HTTP/2 connection with a request open (the listen stream) is
-            // pinged, so one the upstream or a middlebox dropped is found.
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .http2_keep_alive_timeout(Duration::from_secs(10))
-            // What an upstream's header block may take of our memory.
-            .http2_max_header_list_size(64 * 1024);
-        let http = if spec.h2c { http.http2_prior_knowledge() } else { http };
-        let http = http.build().map_err(|e| ("spec.url".to_owned(), e.to_string()))?;
+        let http = http_client(&policy, spec.h2c).map_err(|e| ("spec.url".to_owned(), e.to_string()))?;
+        // `h2c` is the upstream's; the token endpoint is spoken to as it offers.
+        let token_http = match (&spec.credentials, spec.h2c) {
+            (Credentials::ClientCredentials { .. }, true) => http_client(&policy, false)
+                .map_err(|e| ("spec.auth.client_credentials.token_url".to_owned(), e.to_string()))?,
+            _ => http.clone(),
+        };
         Ok(Arc::new(Self {
             http,
+            token_http,
             spec,
             policy,
             limits,
@@ -314,15 +328,12 @@ impl McpClient {
         let own = tokio::time::Instant::now() + self.spec.timeout;
         let deadline = deadline.map_or(own, |d| tokio::time::Instant::from_std(d).min(own));
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-        // Only a failure of the upstream's own making counts against it: a
-        // deadline the caller set sooner than ours says nothing of its health.
-        let ours = deadline == own;
         // An idempotent request that failed in transport is sent again,
         // within the retry budget, the deadline and `max_retries`.
         let mut spare = is_idempotent(method).then(|| params.clone());
         let (mut params, mut attempt) = (params, 0);
         loop {
-            let admitted = self.breaker.admit().map_err(|open| CallError::Open(open.failures, open.retry_in))?;
+            let admitted = self.breaker.admit().map_err(|open| CallError::Open(open.failures, open.retry))?;
             // What one upstream's answers can hold at once is bounded by how many are awaited.
             let Ok(Ok(place)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await else {
                 let detail = format!(
@@ -338,10 +349,13 @@ impl McpClient {
                 .await
                 .unwrap_or(Err(CallError::Timeout(timeout)));
             drop(place);
+            // Only what says the upstream is down counts against it. An
+            // answer over a bound may be one a caller asked for (a large
+            // read), and credentials are the token endpoint's affair: those
+            // tell the breaker nothing.
             match &outcome {
-                Err(CallError::Transport(_) | CallError::Limit(..)) => admitted.failed(),
-                Err(CallError::Timeout(_)) if ours => admitted.failed(),
-                Err(CallError::Timeout(_)) => drop(admitted),
+                Err(CallError::Transport(_) | CallError::Timeout(_)) => admitted.failed(),
+                Err(CallError::Limit(..) | CallError::Credentials(_)) => drop(admitted),
                 _ => admitted.succeeded(),
             }
             let retry = match (&outcome, spare.take()) {

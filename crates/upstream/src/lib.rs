@@ -51,6 +51,7 @@ mod settings;
 mod spec;
 mod sse;
 
+pub use breaker::Retry;
 pub use cache::AnswerCache;
 pub use client::{CallError, McpClient};
 pub use limits::{Bound, UpstreamLimits};

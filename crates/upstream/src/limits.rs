@@ -53,9 +53,9 @@ pub struct UpstreamLimits {
     /// lists before going on without them (they arrive later, as a list
     /// change). Default 5 s.
     pub first_lists_wait: Duration,
-    /// Failures in a row (unreachable, reset, HTTP 5xx, an answer that broke
-    /// a bound, the spec's timeout) after which an upstream's requests fail
-    /// at once, without being sent. Default 5.
+    /// Failures in a row (unreachable, reset, HTTP 5xx, no answer within the
+    /// request's deadline) after which an upstream's requests fail at once,
+    /// without being sent. Default 5.
     pub breaker_failures: usize,
     /// How long they do; then one request probes the upstream. Default 30 s.
     pub breaker_open: Duration,

@@ -61,8 +61,8 @@ pub struct UpstreamPlugin {
     stop: CancellationToken,
     /// Its answers kept for their `ttlMs`.
     cache: PluginCache,
-    /// Whether the upstream ever marked a tool result with a `ttlMs`: until
-    /// it does, tool calls are not looked up in the cache at all.
+    /// Whether the upstream ever marked a read-only tool's result with a
+    /// `ttlMs`: until it does, tool calls are not looked up in the cache.
     tools_cacheable: AtomicBool,
 }
 
@@ -423,9 +423,11 @@ impl Plugin for UpstreamPlugin {
             // Arguments the upstream's tool mirrors into headers (SEP-2243).
             let mut extra = Vec::new();
             let lists = self.lists();
-            if let Some(definition) = lists.tools.iter().find(|t| t["name"] == name)
-                && let Some(properties) = definition["inputSchema"]["properties"].as_object()
-            {
+            let definition = lists.tools.iter().find(|t| t["name"] == name);
+            // A result is kept only for a tool that says it changes nothing:
+            // serving it again then skips no work anyone asked for.
+            let read_only = definition.is_some_and(|d| d["annotations"]["readOnlyHint"] == true);
+            if let Some(properties) = definition.and_then(|d| d["inputSchema"]["properties"].as_object()) {
                 for (argument, property) in properties {
                     let (Some(header), Some(value)) =
                         (property.get(headers::X_MCP_HEADER).and_then(Value::as_str), arguments.get(argument))
@@ -442,7 +444,8 @@ impl Plugin for UpstreamPlugin {
                     ));
                 }
             }
-            let target = self.tools_cacheable.load(Ordering::Relaxed).then(|| named_target(name, &arguments));
+            let target =
+                (read_only && self.tools_cacheable.load(Ordering::Relaxed)).then(|| named_target(name, &arguments));
             if let Some(target) = &target
                 && let Some(kept) = self.cache.get(request::TOOLS_CALL, target, &cx).await
             {
@@ -457,7 +460,7 @@ impl Plugin for UpstreamPlugin {
                 () = cx.cancellation().cancelled() => return Err(PluginError::Tool("the call was cancelled".into())),
             };
             let (result, weight) = result.map_err(refused)?;
-            if result.get("ttlMs").is_none() {
+            if !read_only || result.get("ttlMs").is_none() {
                 return complete(result);
             }
             // Marked: kept, and from now on this upstream's calls are looked up.

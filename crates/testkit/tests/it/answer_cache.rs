@@ -103,3 +103,26 @@ async fn private_answers_are_kept_per_caller_and_public_ones_shared() {
     assert_eq!(read(&other, "hostile://public").await, public, "a public answer serves every caller");
     assert_eq!(asked(), 3);
 }
+
+/// A tool result the upstream marks with a `ttlMs` is kept only for a tool
+/// annotated read-only: the first marked result teaches the replica that the
+/// upstream's tools may be kept, the next is kept, and later calls are served
+/// from it. A tool that is not read-only runs every time, marked or not.
+#[tokio::test]
+async fn marked_results_of_read_only_tools_are_kept_and_others_never() {
+    let upstream = HostileUpstream::start().await;
+    let app = App::start(&[("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8")]).await;
+    register(&app, &upstream).await;
+    let client = app.client();
+    let call = async |tool: &str| {
+        let reply = client.request("tools/call", json!({"name": tool, "arguments": {"n": 1}})).await;
+        reply.result()["content"][0]["text"].as_str().unwrap().to_owned()
+    };
+    let asked = || upstream.asked("tools/call");
+    let texts = [call("h_kept").await, call("h_kept").await, call("h_kept").await, call("h_kept").await];
+    assert_eq!(asked(), 2, "{texts:?}");
+    assert_eq!(texts[1..], [texts[1].clone(), texts[1].clone(), texts[1].clone()], "kept from the second on");
+    for n in 3..=5 {
+        assert_eq!(call("h_marked").await, format!("call {n}"), "not read-only: it runs every time");
+    }
+}

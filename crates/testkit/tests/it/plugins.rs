@@ -619,12 +619,15 @@ async fn upstream_client_credentials_come_from_a_real_authorization_server() {
 
     let right = secrets.path().join("right");
     std::fs::write(&right, "upstream-secret\n").unwrap();
-    let (status, body) =
-        admin.post("/plugins", json!({"namespace": "cc", "kind": "upstream", "spec": spec(&right)})).await;
-    assert_eq!(status, 201, "{body}");
-    let sum = app
-        .client()
-        .request("tools/call", json!({"name": "cc_calculator_arithmetic", "arguments": {"expression": "2+3"}}))
-        .await;
-    assert_eq!(sum.result()["structuredContent"]["result"], 5.0, "{:?}", sum.response());
+    // With h2c the upstream gets HTTP/2, and the token endpoint still HTTP/1.1.
+    for (namespace, h2c) in [("cc", false), ("cch", true)] {
+        let mut spec = spec(&right);
+        spec["h2c"] = json!(h2c);
+        let (status, body) =
+            admin.post("/plugins", json!({"namespace": namespace, "kind": "upstream", "spec": spec})).await;
+        assert_eq!(status, 201, "{body}");
+        let tool = format!("{namespace}_calculator_arithmetic");
+        let sum = app.client().request("tools/call", json!({"name": tool, "arguments": {"expression": "2+3"}})).await;
+        assert_eq!(sum.result()["structuredContent"]["result"], 5.0, "{:?}", sum.response());
+    }
 }

@@ -103,3 +103,27 @@ async fn idempotent_requests_are_retried_and_tool_calls_never() {
     assert_eq!(call_ok(&client).await, ("ok".to_owned(), false));
     let _: Value = echo(&client).await;
 }
+
+/// An answer over a bound is refused, but does not count against the
+/// upstream: a caller may have asked for a large one, and must not be able
+/// to shut the upstream for everyone. Five such answers in a row, where
+/// three failures open the breaker, leave it closed.
+#[tokio::test]
+async fn answers_over_a_bound_do_not_open_the_breaker() {
+    let upstream = HostileUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = replica_of(&upstream, &dir).await;
+    let client = replica.client();
+    until("the replica serves the upstream's tool", Duration::from_secs(10), async || {
+        tool_names(&client).await.contains(&"h_ok".to_owned())
+    })
+    .await;
+    upstream.become_(Behaviour::EndlessEvent);
+    for _ in 0..5 {
+        let (text, is_error) = call_ok(&client).await;
+        assert!(is_error && text.contains("upstream.max_message_bytes"), "{text}");
+    }
+    assert_eq!(metric(&replica, r#"switchyard_upstream_breaker_total{event="opened"}"#).await, 0);
+    upstream.become_(Behaviour::Honest);
+    assert_eq!(call_ok(&client).await, ("ok".to_owned(), false));
+}

@@ -46,7 +46,7 @@ impl McpClient {
         self.policy.check_url(&url).map_err(CallError::Credentials)?;
         let asking = async {
             let response = self
-                .http
+                .token_http
                 .post(url)
                 .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
                 .header(ACCEPT, "application/json")
