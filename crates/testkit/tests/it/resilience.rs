@@ -25,6 +25,14 @@ async fn replica_of(upstream: &HostileUpstream, dir: &tempfile::TempDir) -> Serv
     replica
 }
 
+/// Waits until `client`'s replica serves the upstream's tool `h_ok`.
+async fn serves_h_ok(client: &Client) {
+    until("the replica serves the upstream's tool", Duration::from_secs(10), async || {
+        tool_names(client).await.contains(&"h_ok".to_owned())
+    })
+    .await;
+}
+
 /// `h_ok`'s answer: its text, and whether it is an error.
 async fn call_ok(client: &Client) -> (String, bool) {
     let reply = client.request("tools/call", json!({"name": "h_ok", "arguments": {}})).await;
@@ -50,10 +58,7 @@ async fn an_upstream_that_keeps_failing_is_not_asked_until_a_probe_answers() {
     let dir = tempfile::tempdir().unwrap();
     let replica = replica_of(&upstream, &dir).await;
     let client = replica.client();
-    until("the replica serves the upstream's tool", Duration::from_secs(10), async || {
-        tool_names(&client).await.contains(&"h_ok".to_owned())
-    })
-    .await;
+    serves_h_ok(&client).await;
     assert_eq!(call_ok(&client).await, ("ok".to_owned(), false));
 
     upstream.become_(Behaviour::ServerError);
@@ -91,10 +96,7 @@ async fn idempotent_requests_are_retried_and_tool_calls_never() {
     assert!(upstream.asked("server/discover") >= 2, "the first discovery was cut off and sent again");
     assert!(metric(&replica, "switchyard_upstream_retries_total").await >= 1);
     let client = replica.client();
-    until("the replica serves the upstream's tool", Duration::from_secs(10), async || {
-        tool_names(&client).await.contains(&"h_ok".to_owned())
-    })
-    .await;
+    serves_h_ok(&client).await;
     let before = upstream.asked("tools/call");
     upstream.reset_next(1);
     let (text, is_error) = call_ok(&client).await;
@@ -114,10 +116,7 @@ async fn answers_over_a_bound_do_not_open_the_breaker() {
     let dir = tempfile::tempdir().unwrap();
     let replica = replica_of(&upstream, &dir).await;
     let client = replica.client();
-    until("the replica serves the upstream's tool", Duration::from_secs(10), async || {
-        tool_names(&client).await.contains(&"h_ok".to_owned())
-    })
-    .await;
+    serves_h_ok(&client).await;
     upstream.become_(Behaviour::EndlessEvent);
     for _ in 0..5 {
         let (text, is_error) = call_ok(&client).await;

@@ -1,0 +1,106 @@
+//! [`McpClient::bounded`]: every request to an upstream goes through its
+//! breaker, waits for a place among `max_in_flight`, runs under the sooner of
+//! the caller's deadline and the spec's timeout, and, when idempotent and
+//! failed in transport, is sent again within a retry budget.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use switchyard_protocol::method::request;
+
+use super::{CallError, McpClient, Relay, Weight};
+use crate::breaker::RetryBudget;
+use crate::limits::Bound;
+
+/// Retries earned per thousand requests to an upstream (one in ten), and
+/// the most it keeps in hand.
+const RETRIES_PER_THOUSAND_REQUESTS: u32 = 100;
+const RETRIES_IN_HAND: u32 = 10;
+
+/// A full retry budget for a new client.
+pub(super) fn retry_budget() -> RetryBudget {
+    RetryBudget::new(RETRIES_PER_THOUSAND_REQUESTS, RETRIES_IN_HAND)
+}
+
+/// Requests that change nothing at the upstream, so one that failed in
+/// transport may be sent again: discovery, lists, reads, prompts and
+/// completions. A tool call may have done its work before the connection
+/// broke, so it is never sent twice.
+fn is_idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        request::DISCOVER
+            | request::TOOLS_LIST
+            | request::PROMPTS_LIST
+            | request::RESOURCES_LIST
+            | request::RESOURCE_TEMPLATES_LIST
+            | request::RESOURCES_READ
+            | request::PROMPTS_GET
+            | request::COMPLETE
+    )
+}
+
+impl McpClient {
+    /// A request under the sooner of `deadline` and the spec's timeout, in
+    /// one of the places `max_in_flight` allows.
+    pub(super) async fn bounded(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        name: Option<&str>,
+        extra: &[(String, String)],
+        deadline: Option<Instant>,
+        relay: Option<&Relay<'_>>,
+    ) -> Result<(Value, Weight), CallError> {
+        // The caller's deadline itself, not a duration from now: the call's
+        // own deadline must not pass before ours, or our error never shows.
+        let own = tokio::time::Instant::now() + self.spec.timeout;
+        let deadline = deadline.map_or(own, |d| tokio::time::Instant::from_std(d).min(own));
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+        // An idempotent request that failed in transport is sent again,
+        // within the retry budget, the deadline and `max_retries`.
+        let mut spare = is_idempotent(method).then(|| params.clone());
+        let (mut params, mut attempt) = (params, 0);
+        loop {
+            let admitted = self.breaker.admit().map_err(|open| CallError::Open(open.failures, open.retry))?;
+            // What one upstream's answers can hold at once is bounded by how many are awaited.
+            let Ok(Ok(place)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await else {
+                let detail = format!(
+                    "{} requests to it are in flight and none ended within {timeout:?}",
+                    self.limits.max_in_flight
+                );
+                return Err(CallError::limit(Bound::InFlight, detail));
+            };
+            if attempt == 0 {
+                self.retries.deposit();
+            }
+            let outcome = tokio::time::timeout_at(deadline, self.request_in_era(method, params, name, extra, relay))
+                .await
+                .unwrap_or(Err(CallError::Timeout(timeout)));
+            drop(place);
+            // Only what says the upstream is down counts against it. An
+            // answer over a bound may be one a caller asked for (a large
+            // read), and credentials are the token endpoint's affair: those
+            // tell the breaker nothing.
+            match &outcome {
+                Err(CallError::Transport(_) | CallError::Timeout(_)) => admitted.failed(),
+                Err(CallError::Limit(..) | CallError::Credentials(_)) => drop(admitted),
+                _ => admitted.succeeded(),
+            }
+            let retry = match (&outcome, spare.take()) {
+                (Err(CallError::Transport(_)), Some(again)) if attempt < self.limits.max_retries => again,
+                _ => return outcome,
+            };
+            // A short pause, doubling: a connection the upstream dropped is
+            // usually replaced at once; one restarting needs a moment.
+            let pause = Duration::from_millis(50 << attempt.min(4));
+            if tokio::time::Instant::now() + pause >= deadline || !self.retries.withdraw() {
+                return outcome;
+            }
+            tokio::time::sleep(pause).await;
+            spare = Some(retry.clone());
+            params = retry;
+            attempt += 1;
+        }
+    }
+}
