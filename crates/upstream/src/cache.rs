@@ -172,8 +172,18 @@ fn record(outcome: &'static str) {
 
 impl PluginCache {
     fn key(&self, method: &'static str, target: &Arc<str>, audience: Option<Arc<str>>) -> Key {
-        let generation = self.generation.load(Ordering::Acquire);
+        self.key_in(self.generation(), method, target, audience)
+    }
+
+    fn key_in(&self, generation: u64, method: &'static str, target: &Arc<str>, audience: Option<Arc<str>>) -> Key {
         Key { plugin: self.plugin, generation, method, target: Arc::clone(target), audience }
+    }
+
+    /// The plugin's generation now: read before a fetch whose answer
+    /// [`PluginCache::keep`] may keep, so that a change arriving meanwhile
+    /// leaves that answer where nothing finds it.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The answer to `method` on `target` for `cx`'s caller: a kept one, the
@@ -232,15 +242,21 @@ impl PluginCache {
         kept.map(|kept| kept.result)
     }
 
-    /// Keeps `result` (the upstream's answer to `method` on `target` for
-    /// `cx`'s caller) if the upstream gave it a `ttlMs`.
-    pub(crate) async fn keep(&self, method: &'static str, target: Arc<str>, cx: &CallContext, kept: Kept) {
+    /// Keeps `kept` (the upstream's answer to `method` on `target` for `cx`'s
+    /// caller, asked for in `generation`) if the upstream gave it a `ttlMs`.
+    pub(crate) async fn keep(
+        &self,
+        generation: u64,
+        (method, target): (&'static str, Arc<str>),
+        cx: &CallContext,
+        kept: Kept,
+    ) {
         let Some(entries) = &self.cache.entries else { return };
         if kept.ttl.is_zero() {
             return;
         }
         let audience = (!kept.public).then(|| audience(cx));
-        entries.insert(self.key(method, &target, audience), kept).await;
+        entries.insert(self.key_in(generation, method, &target, audience), kept).await;
     }
 
     /// Drops every answer of this plugin instance (its upstream reported a

@@ -451,6 +451,7 @@ impl Plugin for UpstreamPlugin {
             {
                 return complete(Arc::unwrap_or_clone(kept));
             }
+            let generation = self.cache.generation();
             let mut params = Map::new();
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
@@ -467,7 +468,7 @@ impl Plugin for UpstreamPlugin {
             self.tools_cacheable.store(true, Ordering::Relaxed);
             let kept = Kept::new(result, weight);
             if let Some(target) = target {
-                self.cache.keep(request::TOOLS_CALL, target, &cx, kept.clone()).await;
+                self.cache.keep(generation, (request::TOOLS_CALL, target), &cx, kept.clone()).await;
             }
             complete(Arc::unwrap_or_clone(kept.result))
         })
