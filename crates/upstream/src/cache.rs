@@ -9,9 +9,10 @@
 //! while one is in flight wait for its answer instead of asking again (a
 //! tool call never does: two identical calls may both be meant), within one
 //! authorization context. A plugin's entries go when the upstream reports a
-//! list change and when the plugin is rebuilt or removed: each bumps the
-//! plugin's generation, which every key carries, so nothing kept before (or
-//! fetched while it happened) is found again, and the old entries age out.
+//! list change: that bumps the plugin's generation, which every key carries,
+//! so nothing kept before (or fetched while it happened) is found again, and
+//! the old entries age out. A rebuilt plugin is a new instance, with keys of
+//! its own; a removed one's entries age out alike.
 //! Every entry is weighed, key and answer (bytes on the wire and 32 per JSON
 //! value), and the cache as a whole holds at most `upstream.cache_max_bytes`.
 
@@ -260,8 +261,8 @@ impl PluginCache {
     }
 
     /// Drops every answer of this plugin instance (its upstream reported a
-    /// change, or the plugin is going): none is found again, and each ages
-    /// out of the cache (its TTL, or sooner when room is needed).
+    /// change): none is found again, and each ages out of the cache (its
+    /// TTL, or sooner when room is needed).
     pub(crate) fn forget(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }

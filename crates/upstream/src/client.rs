@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
+use switchyard_core::CallContext;
 use switchyard_protocol::method::{notification, request};
 use switchyard_protocol::{headers, meta, version};
 use tokio::sync::Mutex;
@@ -23,7 +24,7 @@ mod relay;
 mod token;
 
 use answer::{read_capped, sse_refused};
-pub(crate) use relay::Relay;
+use relay::Relay;
 use token::Token;
 
 /// The protocol revision we ask a legacy upstream for.
@@ -257,9 +258,10 @@ impl McpClient {
         self.request_sized(method, params, name, extra, deadline).await.map(|(result, _)| result)
     }
 
-    /// [`McpClient::request`] on behalf of a call of our client's: the
-    /// upstream is asked for progress and log messages as the call's request
-    /// asked, and those it sends on the call's stream are passed on to it.
+    /// [`McpClient::request`] on behalf of the call `cx`, under its
+    /// deadline: the upstream is asked for progress and log messages as the
+    /// call's request asked, and those it sends on the call's stream are
+    /// passed on to it.
     ///
     /// # Errors
     /// See [`CallError`].
@@ -269,10 +271,9 @@ impl McpClient {
         params: Map<String, Value>,
         name: Option<&str>,
         extra: &[(String, String)],
-        relay: &Relay<'_>,
+        cx: &CallContext,
     ) -> Result<(Value, Weight), CallError> {
-        let deadline = Some(relay.deadline());
-        self.bounded(method, params, name, extra, deadline, Some(relay)).await
+        self.bounded(method, params, name, extra, Some(cx.deadline()), Some(&Relay::to(cx))).await
     }
 
     /// [`McpClient::request`], also returning what the answer took.

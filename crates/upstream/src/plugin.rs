@@ -16,7 +16,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{AnswerCache, Kept, PluginCache, named_target};
-use crate::client::{CallError, McpClient, Relay, Weight};
+use crate::client::{CallError, McpClient, Weight};
 use crate::limits::{Backoff, Bound};
 
 /// Bounds on how long upstream lists are cached, whatever the upstream says.
@@ -75,7 +75,6 @@ impl std::fmt::Debug for UpstreamPlugin {
 impl Drop for UpstreamPlugin {
     fn drop(&mut self) {
         self.stop.cancel();
-        self.cache.forget();
     }
 }
 
@@ -455,9 +454,8 @@ impl Plugin for UpstreamPlugin {
             let mut params = Map::new();
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
-            let relay = Relay::to(&cx);
             let result = tokio::select! {
-                result = self.client.request_relayed(request::TOOLS_CALL, params, Some(name), &extra, &relay) => result,
+                result = self.client.request_relayed(request::TOOLS_CALL, params, Some(name), &extra, &cx) => result,
                 () = cx.cancellation().cancelled() => return Err(PluginError::Tool("the call was cancelled".into())),
             };
             let (result, weight) = result.map_err(refused)?;
@@ -478,8 +476,7 @@ impl Plugin for UpstreamPlugin {
         Box::pin(async move {
             let mut params = Map::new();
             params.insert("uri".into(), json!(uri));
-            let relay = Relay::to(&cx);
-            let fetch = self.client.request_relayed(request::RESOURCES_READ, params, Some(uri), &[], &relay);
+            let fetch = self.client.request_relayed(request::RESOURCES_READ, params, Some(uri), &[], &cx);
             match self.cache.read_through(request::RESOURCES_READ, uri.into(), &cx, fetch).await {
                 Err(CallError::Rpc { code: -32602 | -32002, .. }) => {
                     Err(PluginError::ResourceNotFound { uri: uri.to_owned() })
@@ -500,8 +497,7 @@ impl Plugin for UpstreamPlugin {
             let mut params = Map::new();
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
-            let relay = Relay::to(&cx);
-            let fetch = self.client.request_relayed(request::PROMPTS_GET, params, Some(name), &[], &relay);
+            let fetch = self.client.request_relayed(request::PROMPTS_GET, params, Some(name), &[], &cx);
             self.cache
                 .read_through(request::PROMPTS_GET, target, &cx, fetch)
                 .await

@@ -24,11 +24,6 @@ impl<'a> Relay<'a> {
         Self { cx }
     }
 
-    /// When the call must be finished.
-    pub(crate) fn deadline(&self) -> std::time::Instant {
-        self.cx.deadline()
-    }
-
     /// Asks the upstream, in the request's `_meta`, for what our client asked
     /// for: progress under `token` (the upstream request's own id), and log
     /// messages at our client's level. A 2025-era upstream has no per-request
