@@ -62,12 +62,9 @@ async fn reads_are_kept_for_their_ttl_asked_once_at_a_time_and_dropped_on_change
         read(&client, "hostile://public").await != first
     })
     .await;
-    let metrics = reqwest::get(format!("{}/metrics", replica.base_url())).await.unwrap().text().await.unwrap();
-    let count = |result: &str| {
-        let series = format!("switchyard_upstream_cache_total{{result=\"{result}\"}} ");
-        metrics.lines().find_map(|l| l.strip_prefix(series.as_str())).map_or(0, |n| n.trim().parse::<u64>().unwrap())
-    };
-    assert!(count("hit") >= 3 + 7 && count("miss") >= 5, "{metrics}");
+    let hits = crate::upstreams::metric(&replica, r#"switchyard_upstream_cache_total{result="hit"}"#).await;
+    let misses = crate::upstreams::metric(&replica, r#"switchyard_upstream_cache_total{result="miss"}"#).await;
+    assert!(hits >= 3 + 7 && misses >= 5, "hits {hits}, misses {misses}");
 }
 
 /// A private answer is kept for the authorization context it was given to,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use switchyard_testkit::{Behaviour, Client, HostileUpstream, ServerProcess, until};
 
-use crate::upstreams::{echo, register, replica_env, start_replica, tool_names};
+use crate::upstreams::{echo, metric, register, replica_env, start_replica, tool_names};
 
 /// A replica on SQLite whose breakers open after 3 failures for 1 s, with
 /// `upstream` registered as `h`.
@@ -38,13 +38,6 @@ async fn call_ok(client: &Client) -> (String, bool) {
     let reply = client.request("tools/call", json!({"name": "h_ok", "arguments": {}})).await;
     let result = reply.result();
     (result["content"][0]["text"].as_str().unwrap().to_owned(), result["isError"] == true)
-}
-
-/// `name{labels}` on `replica`'s `/metrics`.
-async fn metric(replica: &ServerProcess, series: &str) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", replica.base_url())).await.unwrap().text().await.unwrap();
-    let prefix = format!("{series} ");
-    text.lines().find_map(|line| line.strip_prefix(prefix.as_str())).map_or(0, |n| n.trim().parse().unwrap())
 }
 
 /// An upstream answering HTTP 500 opens its breaker after three failures:

@@ -54,11 +54,16 @@ pub(crate) async fn tool_names(client: &Client) -> Vec<String> {
     reply.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
 }
 
+/// The value of `series` (`name{labels}`) on `replica`'s `/metrics`, 0 when absent.
+pub(crate) async fn metric(replica: &ServerProcess, series: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", replica.base_url())).await.unwrap().text().await.unwrap();
+    let prefix = format!("{series} ");
+    text.lines().find_map(|line| line.strip_prefix(prefix.as_str())).map_or(0, |n| n.trim().parse().unwrap())
+}
+
 /// `switchyard_upstream_refusals_total{bound=…}` on `replica`'s `/metrics`.
 async fn refusals(replica: &ServerProcess, bound: &str) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", replica.base_url())).await.unwrap().text().await.unwrap();
-    let series = format!("switchyard_upstream_refusals_total{{bound=\"{bound}\"}} ");
-    text.lines().find_map(|line| line.strip_prefix(series.as_str())).map_or(0, |n| n.trim().parse().unwrap())
+    metric(replica, &format!("switchyard_upstream_refusals_total{{bound=\"{bound}\"}}")).await
 }
 
 pub(crate) async fn echo(client: &Client) -> Value {
