@@ -126,7 +126,10 @@ where
                 Ok(principal) => principal,
                 Err(refusal) => return Ok(refusal),
             };
-            request.extensions_mut().insert(principal.caller());
+            let mut caller = principal.caller();
+            // Verified just now: kept for an upstream that exchanges it (RFC 8693).
+            caller.subject_token = bearer_token(request.headers()).ok().map(switchyard_core::SubjectToken::new);
+            request.extensions_mut().insert(caller);
             request.extensions_mut().insert(principal);
             let mut response = inner.call(request).await?;
             // A refusal by the policy, deeper in: add the challenge.

@@ -32,6 +32,8 @@ impl Principal {
             scopes: Some(Arc::clone(&self.scopes)),
             // The transport adds the address; the token does not know it.
             peer: None,
+            // The layer adds the token itself; a principal may be cached.
+            subject_token: None,
         }
     }
 }

@@ -153,9 +153,15 @@ impl Call<'_> {
                 Arc::clone(&owner.plugin)
             }
         };
-        let mut values = plugin
-            .complete(reference, argument, value, context)
+        let timeout = self.deps.config.call_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let asking = plugin.complete(reference, argument, value, context, self.context(deadline, None));
+        let mut values = tokio::time::timeout_at(deadline, asking)
             .await
+            .map_err(|_| {
+                let (CompletionRef::Prompt(target) | CompletionRef::Resource(target)) = reference;
+                Error::Timeout { tool: format!("completion for {target}"), seconds: timeout.as_secs() }
+            })?
             .map_err(|source| Error::Plugin { plugin: plugin.id().to_owned(), source })?;
         let total = values.len();
         values.truncate(MAX_COMPLETIONS);
@@ -179,16 +185,7 @@ impl Call<'_> {
         let plugin_error = |source| Error::Plugin { plugin: plugin.id().to_owned(), source };
         let timed_out = || Error::Timeout { tool: target.to_owned(), seconds: timeout.as_secs() };
         for _ in 0..=MAX_LEGACY_ROUNDS {
-            let cx = CallContext {
-                caller: request.caller.clone(),
-                client_capabilities: Arc::clone(&self.capabilities),
-                deadline: deadline.into_std(),
-                // The request's own token: a timeout ends the whole request.
-                cancel: self.cancel.clone(),
-                input: input.take(),
-                notifier: self.notifier.clone(),
-                changes: Some(self.deps.catalog.change_sink()),
-            };
+            let cx = self.context(deadline, input.take());
             let span = if plugin.own_span() {
                 tracing::info_span!(
                     "plugin",
@@ -231,6 +228,20 @@ impl Call<'_> {
             input = Some(InputRound { responses, state });
         }
         Err(plugin_error(PluginError::Tool(format!("{target} asked for input more than {MAX_LEGACY_ROUNDS} times"))))
+    }
+
+    /// What a plugin called for this request may use, until `deadline`.
+    fn context(&self, deadline: tokio::time::Instant, input: Option<InputRound>) -> CallContext {
+        CallContext {
+            caller: self.request.caller.clone(),
+            client_capabilities: Arc::clone(&self.capabilities),
+            deadline: deadline.into_std(),
+            // The request's own token: a timeout ends the whole request.
+            cancel: self.cancel.clone(),
+            input,
+            notifier: self.notifier.clone(),
+            changes: Some(self.deps.catalog.change_sink()),
+        }
     }
 
     /// The `input_required` result of a modern request: every input request

@@ -55,6 +55,6 @@ pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use listen::{ListenFrame, ListenHub, ListenLimits, ListenNotification, ListenStream};
 pub use plugin::{CallContext, Outcome, Plugin, PluginError};
-pub use policy::Caller;
+pub use policy::{Caller, SubjectToken};
 pub use request::{Execution, Prepared};
 pub use server::{Config, Server};

@@ -165,8 +165,9 @@ pub trait Plugin: Send + Sync + 'static {
         argument: &'a str,
         value: &'a str,
         context: &'a Map<String, Value>,
+        cx: CallContext,
     ) -> BoxFuture<'a, PluginResult<Vec<String>>> {
-        let _ = (reference, argument, value, context);
+        let _ = (reference, argument, value, context, cx);
         Box::pin(async { Ok(Vec::new()) })
     }
 }

@@ -125,6 +125,34 @@ pub struct Caller {
     /// The address the request came from (behind a proxy, the proxy's), when
     /// the transport has one: what an anonymous caller is counted by.
     pub peer: Option<std::net::IpAddr>,
+    /// The access token the caller presented, once verified: kept only so
+    /// that an upstream acting on the caller's behalf can exchange it
+    /// (RFC 8693) for a token of its own. `None` without authorization.
+    pub subject_token: Option<SubjectToken>,
+}
+
+/// A caller's own access token. It is exchanged at the authorization server
+/// for a token meant for one upstream, and never sent anywhere else: no
+/// upstream, log or span ever sees it. `Debug` does not print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SubjectToken(Arc<str>);
+
+impl SubjectToken {
+    /// The verified token, as it came in the `Authorization` header.
+    pub fn new(token: &str) -> Self {
+        Self(Arc::from(token))
+    }
+
+    /// The token itself, for the token exchange request and nothing else.
+    pub fn expose_for_exchange(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(***)")
+    }
 }
 
 impl Caller {

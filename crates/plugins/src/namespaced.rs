@@ -122,14 +122,15 @@ impl Plugin for Namespaced {
         argument: &'a str,
         value: &'a str,
         context: &'a Map<String, Value>,
+        cx: CallContext,
     ) -> BoxFuture<'a, PluginResult<Vec<String>>> {
         Box::pin(async move {
             match reference {
                 CompletionRef::Prompt(name) => {
                     let local = CompletionRef::Prompt(self.local(name)?.to_owned());
-                    self.inner.complete(&local, argument, value, context).await
+                    self.inner.complete(&local, argument, value, context, cx).await
                 }
-                CompletionRef::Resource(_) => self.inner.complete(reference, argument, value, context).await,
+                CompletionRef::Resource(_) => self.inner.complete(reference, argument, value, context, cx).await,
             }
         })
     }

@@ -17,13 +17,25 @@
 // challenge or the metadata, like the TypeScript SDK, sends none). Logins and consents are
 // approved at once for the account `test-user`, so the authorization code
 // flow runs headless.
+//
+// Token exchange (RFC 8693), as a grant registered on the provider: the
+// client `switchyard-exchanger` may exchange an access token this server
+// issued (checked: signature, issuer, expiry) for an RS256 JWT whose `aud` is
+// the requested `resource` or `audience`, whose `sub` is the subject token's,
+// and whose `act` names the exchanger. The policy: only a subject token
+// granting `tools:call` is exchanged (the user let tools be called on their
+// behalf); any other is refused with `invalid_grant`. `GET /test/exchanges`
+// tells how many exchanges were asked.
 import crypto from 'node:crypto';
 import http from 'node:http';
-import Provider from 'oidc-provider';
+import Provider, { errors } from 'oidc-provider';
 
 const port = Number(process.argv[2]);
 const issuer = `http://127.0.0.1:${port}`;
 const RESOURCE_SCOPES = 'mcp tools:call units units:convert math switchyard:admin';
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+const exchanges = { total: 0 };
 
 function signingKey() {
   const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -57,6 +69,8 @@ function makeProvider(keys) {
         scope: 'tools:read',
       },
       confidential('mcp-test'),
+      // What an upstream plugin's `token_exchange` auth uses.
+      confidential('switchyard-exchanger', { grant_types: ['client_credentials', TOKEN_EXCHANGE] }),
       confidential('mcp-short'),
       confidential('mcp-future'),
       confidential('mcp-opaque'),
@@ -94,7 +108,74 @@ function makeProvider(keys) {
   // Plain http on loopback is what the tests run; the provider would
   // otherwise insist on https for some client metadata.
   provider.proxy = true;
+  provider.registerGrantType(
+    TOKEN_EXCHANGE,
+    exchange,
+    ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'resource', 'scope'],
+  );
   return provider;
+}
+
+const base64url = (data) => Buffer.from(data).toString('base64url');
+
+// The claims of `token` if one of our keys signed it, it is ours and it has
+// not expired; else undefined.
+function verified(token) {
+  const [header, payload, signature] = String(token).split('.');
+  if (!signature) return undefined;
+  let kid;
+  let claims;
+  try {
+    kid = JSON.parse(Buffer.from(header, 'base64url')).kid;
+    claims = JSON.parse(Buffer.from(payload, 'base64url'));
+  } catch {
+    return undefined;
+  }
+  const key = keys.find((k) => k.kid === kid);
+  if (!key) return undefined;
+  const publicKey = crypto.createPublicKey({ key, format: 'jwk' });
+  const signed = crypto.verify('sha256', Buffer.from(`${header}.${payload}`), publicKey, Buffer.from(signature, 'base64url'));
+  const now = Math.floor(Date.now() / 1000);
+  return signed && claims.iss === issuer && claims.exp > now ? claims : undefined;
+}
+
+function signed(claims) {
+  const key = keys[0];
+  const header = base64url(JSON.stringify({ alg: 'RS256', typ: 'at+jwt', kid: key.kid }));
+  const payload = base64url(JSON.stringify(claims));
+  const privateKey = crypto.createPrivateKey({ key, format: 'jwk' });
+  const signature = crypto.sign('sha256', Buffer.from(`${header}.${payload}`), privateKey);
+  return `${header}.${payload}.${signature.toString('base64url')}`;
+}
+
+async function exchange(ctx) {
+  exchanges.total += 1;
+  const { params, client } = ctx.oidc;
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest('subject_token_type must be an access token');
+  }
+  const subject = verified(params.subject_token);
+  if (!subject) throw new errors.InvalidGrant('the subject token is not a valid token of this server');
+  const held = String(subject.scope || '').split(' ').filter(Boolean);
+  if (!held.includes('tools:call')) {
+    throw new errors.InvalidGrant('the subject did not let tools be called on its behalf');
+  }
+  const audience = params.resource || params.audience;
+  if (!audience) throw new errors.InvalidTarget('name the upstream in resource or audience');
+  const asked = params.scope ? params.scope.split(' ') : held;
+  const scope = asked.filter((s) => held.includes(s)).join(' ');
+  const now = Math.floor(Date.now() / 1000);
+  const ttl = 600;
+  ctx.body = {
+    access_token: signed({
+      iss: issuer, sub: subject.sub, aud: audience, scope, client_id: client.clientId,
+      act: { sub: client.clientId }, iat: now, exp: now + ttl, jti: crypto.randomUUID(),
+    }),
+    issued_token_type: ACCESS_TOKEN_TYPE,
+    token_type: 'Bearer',
+    expires_in: ttl,
+    scope,
+  };
 }
 
 // Approves every login and consent for `test-user`.
@@ -137,6 +218,11 @@ const server = http.createServer(async (req, res) => {
     if (req.method === 'POST' && req.url.startsWith('/test/introspection-delay')) {
       introspection.delayMs = Number(new URL(req.url, issuer).searchParams.get('ms'));
       res.writeHead(204).end();
+      return;
+    }
+    if (req.method === 'GET' && req.url === '/test/exchanges') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(exchanges));
       return;
     }
     if (req.method === 'GET' && req.url === '/test/introspection-load') {

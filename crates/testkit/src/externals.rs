@@ -408,6 +408,20 @@ impl AuthorizationServer {
         (load["total"].as_u64().expect("total"), load["peak"].as_u64().expect("peak"))
     }
 
+    /// How many token exchanges (RFC 8693) were asked so far, granted or refused.
+    ///
+    /// # Panics
+    /// When the server does not tell.
+    pub async fn exchanges(&self) -> u64 {
+        let asked: serde_json::Value = reqwest::get(format!("{}/test/exchanges", self.issuer()))
+            .await
+            .expect("authorization server reachable")
+            .json()
+            .await
+            .expect("a JSON answer");
+        asked["total"].as_u64().expect("total")
+    }
+
     /// Rotates the signing key: later tokens carry a new `kid`. Returns it.
     ///
     /// # Panics

@@ -11,8 +11,9 @@
 //! `hostile://public` and `hostile://private` (kept for a minute, by every
 //! caller or by one), `hostile://fresh` (not kept) and `hostile://slow` (not
 //! kept, answered after 300 ms), and `subscriptions/listen`. It counts what
-//! it is asked, so a test can tell a refresh that was refused from one that
-//! never happened.
+//! it is asked, and the bearer token of each request, so a test can tell a
+//! refresh that was refused from one that never happened, and whose token
+//! a request carried.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -65,9 +66,14 @@ pub enum Behaviour {
 #[derive(Debug, Default)]
 struct Asked(Mutex<HashMap<String, usize>>);
 
+/// The bearer tokens each request came with, by method, in order.
+#[derive(Debug, Default)]
+struct Bearers(Mutex<HashMap<String, Vec<Option<String>>>>);
+
 struct Shared {
     behaviour: Mutex<Behaviour>,
     asked: Asked,
+    bearers: Bearers,
     /// Tells the open listen streams their lists changed.
     changed: broadcast::Sender<()>,
     listen_streams: AtomicUsize,
@@ -110,6 +116,7 @@ impl HostileUpstream {
         let shared = Arc::new(Shared {
             behaviour: Mutex::new(Behaviour::Honest),
             asked: Asked::default(),
+            bearers: Bearers::default(),
             changed: broadcast::channel(16).0,
             listen_streams: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
@@ -143,6 +150,12 @@ impl HostileUpstream {
         self.shared.asked.0.lock().expect("asked").get(method).copied().unwrap_or(0)
     }
 
+    /// The bearer token each `method` request came with (`None`: without
+    /// one), in the order they came.
+    pub fn bearers(&self, method: &str) -> Vec<Option<String>> {
+        self.shared.bearers.0.lock().expect("bearers").get(method).cloned().unwrap_or_default()
+    }
+
     /// Listen streams open now.
     pub fn listen_streams(&self) -> usize {
         self.shared.listen_streams.load(Ordering::SeqCst)
@@ -162,12 +175,18 @@ impl HostileUpstream {
     }
 }
 
-async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn answer(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap, body: Bytes) -> Response {
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return (axum::http::StatusCode::BAD_REQUEST, "not JSON").into_response();
     };
     let method = request["method"].as_str().unwrap_or_default().to_owned();
     *shared.asked.0.lock().expect("asked").entry(method.clone()).or_default() += 1;
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    shared.bearers.0.lock().expect("bearers").entry(method.clone()).or_default().push(bearer);
     let id = request["id"].clone();
     if id.is_null() {
         return axum::http::StatusCode::ACCEPTED.into_response();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
-use switchyard_core::CallContext;
+use switchyard_core::{CallContext, Caller};
 use switchyard_protocol::method::{notification, request};
 use switchyard_protocol::{headers, meta, version};
 use tokio::sync::Mutex;
@@ -25,7 +25,7 @@ mod token;
 
 use answer::{read_capped, sse_refused};
 use relay::Relay;
-use token::Token;
+use token::{ExchangedTokens, Token};
 
 /// The protocol revision we ask a legacy upstream for.
 const LEGACY_VERSION: &str = "2025-11-25";
@@ -135,7 +135,10 @@ pub struct McpClient {
     era: std::sync::Mutex<Era>,
     /// Held while the era is being learned, so that only one request asks.
     learning: Mutex<()>,
+    /// The platform's own token (client credentials).
     token: Mutex<Option<Token>>,
+    /// Tokens exchanged for callers' tokens (token exchange).
+    exchanged: ExchangedTokens,
     /// The static header, resolved once.
     header: Option<(HeaderName, HeaderValue)>,
     next_id: AtomicU64,
@@ -176,20 +179,21 @@ impl McpClient {
                 value.set_sensitive(true);
                 Some((name, value))
             }
-            Credentials::ClientCredentials { token_url, client_secret, .. } => {
-                let url = reqwest::Url::parse(token_url)
-                    .map_err(|e| ("spec.auth.client_credentials.token_url".to_owned(), e.to_string()))?;
-                policy.check_url(&url).map_err(|e| ("spec.auth.client_credentials.token_url".to_owned(), e))?;
-                client_secret.resolve().map_err(|e| ("spec.auth.client_credentials".to_owned(), e))?;
+            Credentials::ClientCredentials(grant) | Credentials::TokenExchange { grant, .. } => {
+                let field = spec.credentials.grant_field();
+                let url =
+                    reqwest::Url::parse(&grant.token_url).map_err(|e| (format!("{field}.token_url"), e.to_string()))?;
+                policy.check_url(&url).map_err(|e| (format!("{field}.token_url"), e))?;
+                grant.client_secret.resolve().map_err(|e| (field.to_owned(), e))?;
                 None
             }
             Credentials::None => None,
         };
         let http = http_client(&policy, spec.h2c).map_err(|e| ("spec.url".to_owned(), e.to_string()))?;
         // `h2c` is the upstream's; the token endpoint is spoken to as it offers.
-        let token_http = match (&spec.credentials, spec.h2c) {
-            (Credentials::ClientCredentials { .. }, true) => http_client(&policy, false)
-                .map_err(|e| ("spec.auth.client_credentials.token_url".to_owned(), e.to_string()))?,
+        let token_http = match (spec.credentials.grant(), spec.h2c) {
+            (Some(_), true) => http_client(&policy, false)
+                .map_err(|e| (format!("{}.token_url", spec.credentials.grant_field()), e.to_string()))?,
             _ => http.clone(),
         };
         Ok(Arc::new(Self {
@@ -201,6 +205,7 @@ impl McpClient {
             era: std::sync::Mutex::new(Era::Unknown),
             learning: Mutex::new(()),
             token: Mutex::new(None),
+            exchanged: token::exchanged_tokens(),
             header,
             next_id: AtomicU64::new(1),
             in_flight: tokio::sync::Semaphore::new(limits.max_in_flight),
@@ -432,8 +437,15 @@ impl McpClient {
             .ok_or_else(|| CallError::Transport("a response without result or error".into()))
     }
 
-    /// Headers every request carries: content negotiation, the revision, and our credentials.
-    async fn headers(&self, era: &Era, method: &str, name: Option<&str>) -> Result<HeaderMap, CallError> {
+    /// Headers every request carries: content negotiation, the revision, and
+    /// our credentials (for `caller`, when made on a caller's behalf).
+    async fn headers(
+        &self,
+        era: &Era,
+        method: &str,
+        name: Option<&str>,
+        caller: Option<&Caller>,
+    ) -> Result<HeaderMap, CallError> {
         let mut map = HeaderMap::new();
         map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         map.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
@@ -460,7 +472,7 @@ impl McpClient {
         if let Some((name, value)) = &self.header {
             map.insert(name.clone(), value.clone());
         }
-        if let Some(token) = self.access_token().await? {
+        if let Some(token) = self.access_token(caller).await? {
             let mut bearer = value(&format!("Bearer {token}"))?;
             bearer.set_sensitive(true);
             map.insert(reqwest::header::AUTHORIZATION, bearer);
@@ -479,7 +491,8 @@ impl McpClient {
         body: &Value,
         relay: Option<&Relay<'_>>,
     ) -> Result<Answer, CallError> {
-        let mut request_headers = self.headers(era, method, name).await?;
+        let caller = relay.map(Relay::caller);
+        let mut request_headers = self.headers(era, method, name, caller).await?;
         for (key, value) in extra {
             if let (Ok(key), Ok(value)) = (HeaderName::from_bytes(key.as_bytes()), HeaderValue::from_str(value)) {
                 request_headers.insert(key, value);
@@ -505,7 +518,7 @@ impl McpClient {
             return Err(CallError::Transport(format!("HTTP {status}")));
         }
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-            *self.token.lock().await = None; // fetch a fresh token next time
+            self.forget_token(caller).await; // a fresh token next time
             return Err(CallError::Credentials(format!("the upstream answered {status}")));
         }
         if body.get("id").is_none() {

@@ -512,6 +512,7 @@ impl Plugin for UpstreamPlugin {
         argument: &'a str,
         value: &'a str,
         context: &'a Map<String, Value>,
+        cx: CallContext,
     ) -> BoxFuture<'a, PluginResult<Vec<String>>> {
         Box::pin(async move {
             let reference = match reference {
@@ -524,7 +525,8 @@ impl Plugin for UpstreamPlugin {
             if !context.is_empty() {
                 params.insert("context".into(), json!({"arguments": context}));
             }
-            let result = self.client.request("completion/complete", params, None, &[], None).await.map_err(refused)?;
+            let (result, _) =
+                self.client.request_relayed(request::COMPLETE, params, None, &[], &cx).await.map_err(refused)?;
             Ok(result["completion"]["values"]
                 .as_array()
                 .into_iter()

@@ -22,20 +22,54 @@ pub enum Credentials {
         /// Its value.
         value: SecretRef,
     },
-    /// OAuth 2.1 client credentials: a token fetched from `token_url` and
-    /// refreshed before it expires.
-    ClientCredentials {
-        /// The authorization server's token endpoint.
-        token_url: String,
-        /// The client id.
-        client_id: String,
-        /// The client secret.
-        client_secret: SecretRef,
-        /// Scopes to ask for.
-        scope: Option<String>,
-        /// The resource indicator (RFC 8707), usually the upstream's URL.
-        resource: Option<String>,
+    /// OAuth 2.1 client credentials: the platform's own token, fetched from
+    /// the token endpoint and refreshed before it expires.
+    ClientCredentials(TokenGrant),
+    /// OAuth token exchange (RFC 8693): a request made for a caller carries
+    /// a token the authorization server issued for this upstream in
+    /// exchange for the caller's own, which never leaves. The platform's own
+    /// requests (discovery, lists, the listen stream) carry a
+    /// client-credentials token of the same client.
+    TokenExchange {
+        /// The client, its endpoint, and what its tokens are for.
+        grant: TokenGrant,
+        /// The upstream as the authorization server names it (`audience`).
+        audience: Option<String>,
     },
+}
+
+/// An OAuth client of the platform's at an authorization server, and what
+/// the tokens it asks for are for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenGrant {
+    /// The authorization server's token endpoint.
+    pub token_url: String,
+    /// The client id.
+    pub client_id: String,
+    /// The client secret (sent as `client_secret_post`).
+    pub client_secret: SecretRef,
+    /// Scopes to ask for.
+    pub scope: Option<String>,
+    /// The resource indicator (RFC 8707), usually the upstream's URL.
+    pub resource: Option<String>,
+}
+
+impl Credentials {
+    /// The OAuth client this upstream's tokens come from, if any.
+    pub fn grant(&self) -> Option<&TokenGrant> {
+        match self {
+            Self::ClientCredentials(grant) | Self::TokenExchange { grant, .. } => Some(grant),
+            Self::None | Self::Header { .. } => None,
+        }
+    }
+
+    /// The spec field the OAuth client was given under.
+    pub(crate) fn grant_field(&self) -> &'static str {
+        match self {
+            Self::TokenExchange { .. } => "spec.auth.token_exchange",
+            _ => "spec.auth.client_credentials",
+        }
+    }
 }
 
 /// An upstream plugin's spec:
@@ -50,7 +84,9 @@ pub enum Credentials {
 ///
 /// or `"auth": {"client_credentials": {"token_url": "…", "client_id": "…",
 /// "client_secret_from_file": "/var/run/secrets/tools/secret", "scope": "…",
-/// "resource": "…"}}`. Unknown fields are refused.
+/// "resource": "…"}}`, or `"auth": {"token_exchange": {…the same…,
+/// "audience": "…"}}` to act on each caller's behalf. Unknown fields are
+/// refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamSpec {
     /// The upstream's MCP endpoint.
@@ -114,9 +150,9 @@ impl UpstreamSpec {
 
 fn parse_auth(auth: &Value, secrets: &SecretPolicy) -> Result<Credentials, SpecError> {
     let auth = auth.as_object().ok_or_else(|| invalid("auth", "must be an object"))?;
-    only_known(auth, "auth.", &["header", "client_credentials"])?;
+    only_known(auth, "auth.", &["header", "client_credentials", "token_exchange"])?;
     if auth.len() != 1 {
-        return Err(invalid("auth", "give exactly one of header, client_credentials"));
+        return Err(invalid("auth", "give exactly one of header, client_credentials, token_exchange"));
     }
     if let Some(header) = auth.get("header") {
         let header = header.as_object().ok_or_else(|| invalid("auth.header", "must be an object"))?;
@@ -129,30 +165,56 @@ fn parse_auth(auth: &Value, secrets: &SecretPolicy) -> Result<Credentials, SpecE
         let value = secret(header, "auth.header.", "value", secrets)?;
         return Ok(Credentials::Header { name: name.to_owned(), value });
     }
+    if let Some(exchange) = auth.get("token_exchange") {
+        let prefix = "auth.token_exchange.";
+        let exchange = exchange.as_object().ok_or_else(|| invalid("auth.token_exchange", "must be an object"))?;
+        let grant = token_grant(exchange, prefix, &["audience"], secrets)?;
+        let audience = optional_text(exchange, prefix, "audience")?;
+        if audience.is_none() && grant.resource.is_none() {
+            return Err(invalid(
+                "auth.token_exchange.audience",
+                "give audience, resource or both: the exchanged token must be meant for this upstream",
+            ));
+        }
+        return Ok(Credentials::TokenExchange { grant, audience });
+    }
     let cc = auth
         .get("client_credentials")
         .and_then(Value::as_object)
         .ok_or_else(|| invalid("auth.client_credentials", "must be an object"))?;
-    only_known(
-        cc,
-        "auth.client_credentials.",
-        &["token_url", "client_id", "client_secret_from_env", "client_secret_from_file", "scope", "resource"],
-    )?;
-    let text = |key: &str| cc.get(key).and_then(Value::as_str).map(str::to_owned);
-    let token_url = text("token_url")
+    Ok(Credentials::ClientCredentials(token_grant(cc, "auth.client_credentials.", &[], secrets)?))
+}
+
+/// The client and endpoint under `prefix`, with `more` fields allowed besides.
+fn token_grant(
+    object: &Map<String, Value>,
+    prefix: &str,
+    more: &[&str],
+    secrets: &SecretPolicy,
+) -> Result<TokenGrant, SpecError> {
+    let mut known =
+        vec!["token_url", "client_id", "client_secret_from_env", "client_secret_from_file", "scope", "resource"];
+    known.extend_from_slice(more);
+    only_known(object, prefix, &known)?;
+    let token_url = optional_text(object, prefix, "token_url")?
         .filter(|u| reqwest::Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "http" | "https")))
-        .ok_or_else(|| invalid("auth.client_credentials.token_url", "must be an http or https URL"))?;
-    let client_id = text("client_id")
+        .ok_or_else(|| invalid(format!("{prefix}token_url"), "must be an http or https URL"))?;
+    let client_id = optional_text(object, prefix, "client_id")?
         .filter(|c| !c.is_empty())
-        .ok_or_else(|| invalid("auth.client_credentials.client_id", "is required"))?;
-    let client_secret = secret(cc, "auth.client_credentials.", "client_secret", secrets)?;
-    Ok(Credentials::ClientCredentials {
-        token_url,
-        client_id,
-        client_secret,
-        scope: text("scope"),
-        resource: text("resource"),
-    })
+        .ok_or_else(|| invalid(format!("{prefix}client_id"), "is required"))?;
+    let client_secret = secret(object, prefix, "client_secret", secrets)?;
+    let scope = optional_text(object, prefix, "scope")?;
+    let resource = optional_text(object, prefix, "resource")?;
+    Ok(TokenGrant { token_url, client_id, client_secret, scope, resource })
+}
+
+/// `object[key]`, a string if given.
+fn optional_text(object: &Map<String, Value>, prefix: &str, key: &str) -> Result<Option<String>, SpecError> {
+    match object.get(key) {
+        None => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(invalid(format!("{prefix}{key}"), "must be a string")),
+    }
 }
 
 /// `{key}_from_env` or `{key}_from_file`, exactly one, granted by `policy`.
@@ -210,6 +272,30 @@ mod tests {
                 json!({"url": "http://x/", "auth": {"client_credentials": {"token_url": "x", "client_id": "c", "client_secret_from_env": "S"}}})
             ),
             "auth.client_credentials.token_url"
+        );
+    }
+
+    #[test]
+    fn token_exchange_names_its_client_and_the_upstream() {
+        let policy = SecretPolicy { env: vec!["S".into()], ..Default::default() };
+        let exchange = |fields: Value| {
+            let mut auth = json!({"token_url": "https://as/token", "client_id": "c", "client_secret_from_env": "S"});
+            auth.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+            UpstreamSpec::parse(&json!({"url": "https://x/mcp", "auth": {"token_exchange": auth}}), &policy)
+        };
+        let spec = exchange(json!({"audience": "tools", "scope": "read"})).unwrap();
+        let Credentials::TokenExchange { grant, audience } = &spec.credentials else { panic!("{spec:?}") };
+        assert_eq!(
+            (audience.as_deref(), grant.scope.as_deref(), grant.resource.as_deref()),
+            (Some("tools"), Some("read"), None)
+        );
+        assert_eq!(spec.credentials.grant_field(), "spec.auth.token_exchange");
+        assert!(exchange(json!({"resource": "https://x/mcp"})).is_ok());
+        assert_eq!(exchange(json!({})).unwrap_err().field, "auth.token_exchange.audience", "meant for whom?");
+        assert_eq!(exchange(json!({"audience": 7})).unwrap_err().field, "auth.token_exchange.audience");
+        assert_eq!(
+            exchange(json!({"audience": "a", "subject": "x"})).unwrap_err().field,
+            "auth.token_exchange.subject"
         );
     }
 

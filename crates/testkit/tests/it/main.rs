@@ -34,6 +34,8 @@ mod stdio;
 mod tasks;
 /// Traces over OTLP to a real receiver, and metrics.
 mod telemetry;
+/// Acting on the caller's behalf: token exchange (RFC 8693) with a real authorization server (#19).
+mod token_exchange;
 /// Malformed, oversized and hostile input at the HTTP layer.
 mod transport;
 /// Hostile upstreams: lists and answers that lie, floods, hangs.

@@ -29,7 +29,7 @@ impl McpClient {
         });
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": request::LISTEN, "params": params});
         let opening = async {
-            let headers = self.headers(&era, request::LISTEN, None).await?;
+            let headers = self.headers(&era, request::LISTEN, None, None).await?;
             let sent = self.http.post(self.spec.url.clone()).headers(headers).body(body.to_string()).send();
             sent.await.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))
         };

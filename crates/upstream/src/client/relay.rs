@@ -2,7 +2,7 @@
 //! (progress, log messages), passed on to our client as its request asked.
 
 use serde_json::{Map, Value, json};
-use switchyard_core::CallContext;
+use switchyard_core::{CallContext, Caller};
 use switchyard_protocol::logging::LoggingLevel;
 use switchyard_protocol::meta;
 use switchyard_protocol::method::notification;
@@ -22,6 +22,11 @@ impl<'a> Relay<'a> {
     /// Relays to `cx`'s request.
     pub(crate) fn to(cx: &'a CallContext) -> Self {
         Self { cx }
+    }
+
+    /// Who the call is for.
+    pub(crate) fn caller(&self) -> &'a Caller {
+        self.cx.caller()
     }
 
     /// Asks the upstream, in the request's `_meta`, for what our client asked

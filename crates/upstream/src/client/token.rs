@@ -1,16 +1,32 @@
-//! OAuth client credentials: the platform's own token for an upstream,
-//! fetched when due and read under a deadline and a size bound.
+//! OAuth tokens for an upstream: the platform's own (client credentials),
+//! and, for an upstream that acts on each caller's behalf, one exchanged
+//! for the caller's (RFC 8693). Each is fetched when due, under a deadline
+//! and a size bound, and kept until shortly before it expires.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use moka::Expiry;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use switchyard_core::Caller;
 
 use super::{CallError, McpClient, read_capped};
-use crate::spec::Credentials;
+use crate::spec::{Credentials, TokenGrant};
 
 /// Largest token endpoint answer we read: a token and a few fields.
 const MAX_TOKEN_ANSWER_BYTES: usize = 64 * 1024;
+/// What the exchanged tokens of one upstream may hold in all, tokens and
+/// keys: tokens of a few thousand callers.
+const MAX_EXCHANGED_BYTES: u64 = 8 * 1024 * 1024;
+/// How long a refused exchange is remembered: a caller whose token the
+/// authorization server will not exchange cannot make us ask it again on
+/// every call, and a change of policy there is seen soon.
+const REFUSAL_MEMORY: Duration = Duration::from_secs(10);
+
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 
 /// An access token from the client-credentials grant, with its expiry.
 pub(super) struct Token {
@@ -18,32 +34,160 @@ pub(super) struct Token {
     refresh_at: Instant,
 }
 
+/// What exchanging one caller's token gave: a token for the upstream, kept
+/// until shortly before it expires, or the authorization server's refusal,
+/// remembered for [`REFUSAL_MEMORY`].
+#[derive(Clone)]
+pub(super) enum Exchanged {
+    Token { value: Arc<str>, kept_for: Duration },
+    Refused(Arc<str>),
+}
+
+/// Exchanged tokens by the SHA-256 of the caller's token: the caller's token
+/// itself is not kept once its request is over.
+pub(super) type ExchangedTokens = moka::future::Cache<[u8; 32], Exchanged>;
+
+/// A cache for the tokens exchanged for callers' tokens.
+pub(super) fn exchanged_tokens() -> ExchangedTokens {
+    moka::future::Cache::builder()
+        .max_capacity(MAX_EXCHANGED_BYTES)
+        .weigher(|_, exchanged: &Exchanged| match exchanged {
+            Exchanged::Token { value, .. } | Exchanged::Refused(value) => {
+                u32::try_from(value.len() + 64).unwrap_or(u32::MAX)
+            }
+        })
+        .expire_after(KeptFor)
+        .build()
+}
+
+struct KeptFor;
+
+impl Expiry<[u8; 32], Exchanged> for KeptFor {
+    fn expire_after_create(&self, _: &[u8; 32], exchanged: &Exchanged, _: std::time::Instant) -> Option<Duration> {
+        Some(match exchanged {
+            Exchanged::Token { kept_for, .. } => *kept_for,
+            Exchanged::Refused(_) => REFUSAL_MEMORY,
+        })
+    }
+}
+
+/// Why the token endpoint gave no token.
+enum NoToken {
+    /// It answered, and refused: the OAuth error code.
+    Refused(String),
+    /// It could not be asked, or failed: worth asking again.
+    Failed(String),
+}
+
+/// A token the endpoint granted, and how long it may be used.
+struct Granted {
+    value: String,
+    /// Its lifetime, less a margin, so it never expires in flight.
+    usable_for: Duration,
+}
+
 impl McpClient {
+    /// The bearer token of a request: none without OAuth; for a request made
+    /// on behalf of `caller` to an upstream that exchanges tokens, one
+    /// exchanged for the caller's; else the platform's own.
+    pub(super) async fn access_token(&self, caller: Option<&Caller>) -> Result<Option<String>, CallError> {
+        match (&self.spec.credentials, caller) {
+            (Credentials::TokenExchange { grant, audience }, Some(caller)) => {
+                self.exchanged_token(grant, audience.as_deref(), caller).await.map(Some)
+            }
+            (credentials, _) => match credentials.grant() {
+                Some(grant) => self.platform_token(grant).await.map(Some),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// The upstream refused a token: the next request gets a fresh one.
+    pub(super) async fn forget_token(&self, caller: Option<&Caller>) {
+        match (&self.spec.credentials, caller.and_then(|c| c.subject_token.as_ref())) {
+            (Credentials::TokenExchange { .. }, Some(subject)) => {
+                self.exchanged.invalidate(&digest(subject.expose_for_exchange())).await;
+            }
+            _ => *self.token.lock().await = None,
+        }
+    }
+
     /// The client-credentials token, fetched or refreshed when due.
-    pub(super) async fn access_token(&self) -> Result<Option<String>, CallError> {
-        let Credentials::ClientCredentials { token_url, client_id, client_secret, scope, resource } =
-            &self.spec.credentials
-        else {
-            return Ok(None);
-        };
+    async fn platform_token(&self, grant: &TokenGrant) -> Result<String, CallError> {
         let mut token = self.token.lock().await;
         if let Some(current) = token.as_ref().filter(|t| Instant::now() < t.refresh_at) {
-            return Ok(Some(current.value.clone()));
+            return Ok(current.value.clone());
         }
-        let secret = client_secret.resolve().map_err(CallError::Credentials)?;
-        let mut form = vec![
-            ("grant_type", "client_credentials"),
-            ("client_id", client_id.as_str()),
-            ("client_secret", secret.expose().as_str()),
-        ];
-        if let Some(scope) = scope {
-            form.push(("scope", scope));
+        let mut form = vec![("grant_type", "client_credentials")];
+        form.extend(grant.scope.as_deref().map(|scope| ("scope", scope)));
+        form.extend(grant.resource.as_deref().map(|resource| ("resource", resource)));
+        // The token's lock is held meanwhile, so one request asks; the
+        // endpoint's deadline bounds how long the others wait.
+        let granted = self.ask_token_endpoint(grant, form).await.map_err(|no| match no {
+            NoToken::Refused(code) => CallError::Credentials(format!("the token endpoint refused: {code}")),
+            NoToken::Failed(why) => CallError::Credentials(why),
+        })?;
+        *token = Some(Token { value: granted.value.clone(), refresh_at: Instant::now() + granted.usable_for });
+        Ok(granted.value)
+    }
+
+    /// A token for this upstream exchanged for `caller`'s, from the cache or
+    /// the authorization server. Identical exchanges in flight are one.
+    async fn exchanged_token(
+        &self,
+        grant: &TokenGrant,
+        audience: Option<&str>,
+        caller: &Caller,
+    ) -> Result<String, CallError> {
+        let Some(subject) = caller.subject_token.as_ref() else {
+            // No platform credential instead: the upstream expects the caller.
+            return Err(CallError::Credentials(format!(
+                "{} acts on each caller's behalf, and this request carries no token of the caller's to exchange",
+                self.named()
+            )));
+        };
+        let exchanging = async {
+            let mut form = vec![
+                ("grant_type", TOKEN_EXCHANGE),
+                ("subject_token", subject.expose_for_exchange()),
+                ("subject_token_type", ACCESS_TOKEN_TYPE),
+                ("requested_token_type", ACCESS_TOKEN_TYPE),
+            ];
+            form.extend(audience.map(|audience| ("audience", audience)));
+            form.extend(grant.resource.as_deref().map(|resource| ("resource", resource)));
+            form.extend(grant.scope.as_deref().map(|scope| ("scope", scope)));
+            match self.ask_token_endpoint(grant, form).await {
+                Ok(granted) => Ok(Exchanged::Token { value: granted.value.into(), kept_for: granted.usable_for }),
+                Err(NoToken::Refused(code)) => Ok(Exchanged::Refused(
+                    format!(
+                        "the authorization server refused to exchange the caller's token for one for {}: {code}",
+                        self.named()
+                    )
+                    .into(),
+                )),
+                Err(NoToken::Failed(why)) => {
+                    Err(CallError::Credentials(format!("token exchange for {}: {why}", self.named())))
+                }
+            }
+        };
+        let exchanged = self
+            .exchanged
+            .try_get_with(digest(subject.expose_for_exchange()), exchanging)
+            .await
+            .map_err(|failed| (*failed).clone())?;
+        match exchanged {
+            Exchanged::Token { value, .. } => Ok(value.to_string()),
+            Exchanged::Refused(message) => Err(CallError::Credentials(message.to_string())),
         }
-        if let Some(resource) = resource {
-            form.push(("resource", resource));
-        }
-        let url = reqwest::Url::parse(token_url).map_err(|e| CallError::Credentials(e.to_string()))?;
-        self.policy.check_url(&url).map_err(CallError::Credentials)?;
+    }
+
+    /// POSTs `form` to the grant's token endpoint, authenticated as its
+    /// client, and reads the token it grants.
+    async fn ask_token_endpoint(&self, grant: &TokenGrant, mut form: Vec<(&str, &str)>) -> Result<Granted, NoToken> {
+        let secret = grant.client_secret.resolve().map_err(NoToken::Failed)?;
+        form.extend([("client_id", grant.client_id.as_str()), ("client_secret", secret.expose().as_str())]);
+        let url = reqwest::Url::parse(&grant.token_url).map_err(|e| NoToken::Failed(e.to_string()))?;
+        self.policy.check_url(&url).map_err(NoToken::Failed)?;
         let asking = async {
             let response = self
                 .token_http
@@ -54,7 +198,7 @@ impl McpClient {
                 .send()
                 .await
                 .map_err(|e| {
-                    CallError::Credentials(format!("token endpoint unreachable: {}", switchyard_core::error::chain(&e)))
+                    NoToken::Failed(format!("token endpoint unreachable: {}", switchyard_core::error::chain(&e)))
                 })?;
             let status = response.status();
             let answer: Value = read_capped(response, MAX_TOKEN_ANSWER_BYTES)
@@ -65,23 +209,41 @@ impl McpClient {
                 .unwrap_or(Value::Null);
             Ok((status, answer))
         };
-        // The token's lock is held meanwhile: a token endpoint that stalls
-        // must not stall every request to this upstream for longer than one.
         let (status, answer) = tokio::time::timeout(self.spec.timeout, asking)
             .await
-            .map_err(|_| CallError::Credentials(format!("token endpoint silent for {:?}", self.spec.timeout)))??;
-        let Some(value) = answer.get("access_token").and_then(Value::as_str).filter(|_| status.is_success()) else {
+            .map_err(|_| NoToken::Failed(format!("token endpoint silent for {:?}", self.spec.timeout)))??;
+        let value = answer.get("access_token").and_then(Value::as_str).filter(|_| status.is_success());
+        let Some(value) = value else {
             // The error code only: the body may echo what we sent.
             let code = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
-            return Err(CallError::Credentials(format!("token endpoint answered {status}: {code}")));
+            return Err(if status.is_client_error() {
+                NoToken::Refused(format!("{status}: {code}"))
+            } else {
+                NoToken::Failed(format!("token endpoint answered {status}: {code}"))
+            });
         };
+        // RFC 8693 allows other kinds of token; we can send only a bearer one.
+        if let Some(kind) = answer.get("token_type").and_then(Value::as_str)
+            && !kind.eq_ignore_ascii_case("bearer")
+            && kind != "N_A"
+        {
+            return Err(NoToken::Refused(format!("it issued a {kind:?} token, not a bearer token")));
+        }
         let lifetime = Duration::from_secs(answer.get("expires_in").and_then(Value::as_u64).unwrap_or(300));
-        // Refresh a little early, so a token never expires in flight.
-        let refresh_at =
-            Instant::now() + lifetime.saturating_sub(lifetime.min(Duration::from_secs(30)).max(lifetime / 10));
-        *token = Some(Token { value: value.to_owned(), refresh_at });
-        Ok(Some(value.to_owned()))
+        // Used until a little before it expires, so it never expires in flight.
+        let usable_for = lifetime.saturating_sub(lifetime.min(Duration::from_secs(30)).max(lifetime / 10));
+        Ok(Granted { value: value.to_owned(), usable_for })
     }
+
+    /// How a message names this upstream: its host, as the operator wrote it.
+    fn named(&self) -> String {
+        format!("upstream {}", self.spec.url.host_str().unwrap_or("?"))
+    }
+}
+
+/// What an exchanged token is kept under.
+fn digest(subject: &str) -> [u8; 32] {
+    Sha256::digest(subject.as_bytes()).into()
 }
 
 fn form_urlencode(pairs: &[(&str, &str)]) -> String {
