@@ -235,6 +235,7 @@ impl Call<'_> {
         CallContext {
             caller: self.request.caller.clone(),
             client_capabilities: Arc::clone(&self.capabilities),
+            asks_on_stream: self.request.era != Era::Modern,
             deadline: deadline.into_std(),
             // The request's own token: a timeout ends the whole request.
             cancel: self.cancel.clone(),

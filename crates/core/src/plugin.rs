@@ -186,6 +186,9 @@ pub struct InputRound {
 pub struct CallContext {
     pub(crate) caller: Caller,
     pub(crate) client_capabilities: Arc<Map<String, Value>>,
+    /// A 2025-era request: it declares no capabilities per request, and
+    /// input is asked of its client on its response stream.
+    pub(crate) asks_on_stream: bool,
     pub(crate) deadline: Instant,
     pub(crate) cancel: CancellationToken,
     pub(crate) input: Option<InputRound>,
@@ -199,6 +202,7 @@ impl CallContext {
         Self {
             caller: Caller::default(),
             client_capabilities: Arc::new(Map::new()),
+            asks_on_stream: false,
             deadline,
             cancel: CancellationToken::new(),
             input: None,
@@ -226,6 +230,22 @@ impl CallContext {
     /// Whether the client declared `capability` on this request.
     pub fn client_supports(&self, capability: ClientCapability) -> bool {
         capability.is_declared_in(&self.client_capabilities)
+    }
+
+    /// What the client may be asked for (its `elicitation`, `sampling` and
+    /// `roots`), as a server this call relays to is told: what the request
+    /// declared; for a 2025-era request, which declares nothing per request
+    /// and is asked on its response stream, each of them (its client answers
+    /// there, or refuses).
+    pub fn input_capabilities(&self) -> Map<String, Value> {
+        if self.asks_on_stream {
+            let all = json!({ "elicitation": { "form": {}, "url": {} }, "sampling": {}, "roots": {} });
+            return all.as_object().cloned().unwrap_or_default();
+        }
+        ["elicitation", "sampling", "roots"]
+            .into_iter()
+            .filter_map(|key| Some((key.to_owned(), self.client_capabilities.get(key)?.clone())))
+            .collect()
     }
 
     /// The client's answers and the opened state, on a multi-round retry.

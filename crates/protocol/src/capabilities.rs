@@ -24,6 +24,15 @@ pub enum ClientCapability {
 }
 
 impl ClientCapability {
+    const ALL: [Self; 6] =
+        [Self::ElicitationForm, Self::ElicitationUrl, Self::Sampling, Self::SamplingTools, Self::Roots, Self::Tasks];
+
+    /// The capability a `-32021` error's `data.requiredCapabilities` names,
+    /// when it names exactly one we know (as [`Self::as_required`] writes it).
+    pub fn from_required(required: &Value) -> Option<Self> {
+        Self::ALL.into_iter().find(|capability| capability.as_required() == *required)
+    }
+
     /// Whether `capabilities` declares this capability.
     pub fn is_declared_in(self, capabilities: &Map<String, Value>) -> bool {
         let object = |key: &str| capabilities.get(key).filter(|v| v.is_object());
@@ -71,6 +80,15 @@ mod tests {
         let c = caps(json!({"elicitation": {"url": {}}}));
         assert!(!ClientCapability::ElicitationForm.is_declared_in(&c));
         assert!(ClientCapability::ElicitationUrl.is_declared_in(&c));
+    }
+
+    #[test]
+    fn a_required_capability_reads_back() {
+        for capability in ClientCapability::ALL {
+            assert_eq!(ClientCapability::from_required(&capability.as_required()), Some(capability));
+        }
+        assert_eq!(ClientCapability::from_required(&json!({ "sampling": {}, "roots": {} })), None);
+        assert_eq!(ClientCapability::from_required(&json!("sampling")), None);
     }
 
     #[test]

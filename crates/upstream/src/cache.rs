@@ -199,7 +199,8 @@ impl PluginCache {
     where
         F: Future<Output = Result<(Value, Weight), CallError>>,
     {
-        let Some(entries) = &self.cache.entries else {
+        // A retry carries its client's answers: its answer is its own.
+        let Some(entries) = self.cache.entries.as_ref().filter(|_| cx.input().is_none()) else {
             return fetch.await.map(|(result, _)| Arc::new(result));
         };
         if let Some(kept) = entries.get(&self.key(method, &target, None)).await {
@@ -234,7 +235,7 @@ impl PluginCache {
 
     /// A kept answer to `method` on `target` for `cx`'s caller, if any.
     pub(crate) async fn get(&self, method: &'static str, target: &Arc<str>, cx: &CallContext) -> Option<Arc<Value>> {
-        let entries = self.cache.entries.as_ref()?;
+        let entries = self.cache.entries.as_ref().filter(|_| cx.input().is_none())?;
         let kept = match entries.get(&self.key(method, target, None)).await {
             Some(kept) => Some(kept),
             None => entries.get(&self.key(method, target, Some(audience(cx)))).await,
@@ -253,7 +254,7 @@ impl PluginCache {
         kept: Kept,
     ) {
         let Some(entries) = &self.cache.entries else { return };
-        if kept.ttl.is_zero() {
+        if kept.ttl.is_zero() || cx.input().is_some() {
             return;
         }
         let audience = (!kept.public).then(|| audience(cx));

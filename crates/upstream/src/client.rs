@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use switchyard_core::{CallContext, Caller};
+use switchyard_protocol::capabilities::ClientCapability;
+use switchyard_protocol::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 use switchyard_protocol::method::{notification, request};
 use switchyard_protocol::{headers, meta, version};
 use tokio::sync::Mutex;
@@ -67,6 +69,10 @@ pub enum CallError {
         /// The upstream's message.
         message: String,
     },
+    /// The upstream needs our client to declare a capability it did not
+    /// (`-32021`): our client hears which.
+    #[error("the upstream needs the client capability {0:?}")]
+    MissingCapability(ClientCapability),
     /// A 2025-era upstream answered 404 to our session id: it no longer knows
     /// the session (it restarted, or the session expired).
     #[error("upstream forgot our session (HTTP 404)")]
@@ -425,6 +431,11 @@ impl McpClient {
 
     fn result(mut response: Value) -> Result<Value, CallError> {
         if let Some(error) = response.get("error") {
+            if error.get("code").and_then(Value::as_i64) == Some(MISSING_REQUIRED_CLIENT_CAPABILITY.into())
+                && let Some(needed) = ClientCapability::from_required(&error["data"]["requiredCapabilities"])
+            {
+                return Err(CallError::MissingCapability(needed));
+            }
             return Err(CallError::Rpc {
                 code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
                 message: error.get("message").and_then(Value::as_str).unwrap_or("no message").to_owned(),

@@ -43,6 +43,7 @@
 mod breaker;
 mod cache;
 mod client;
+mod input;
 mod limits;
 mod outbound;
 mod plugin;

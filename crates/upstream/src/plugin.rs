@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::{AnswerCache, Kept, PluginCache, named_target};
 use crate::client::{CallError, McpClient, Weight};
+use crate::input::{self, outcome};
 use crate::limits::{Backoff, Bound};
 
 /// Bounds on how long upstream lists are cached, whatever the upstream says.
@@ -366,27 +367,12 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
     Ok((lists, ttl))
 }
 
-/// A final upstream result as ours: `resultType` is the server's to add, and
-/// a multi-round request cannot be relayed through a republished tool yet.
-fn complete(mut result: Value) -> PluginResult<Outcome> {
-    if result.get("resultType").and_then(Value::as_str).is_some_and(|t| t != "complete") {
-        return Err(PluginError::Tool(
-            "the upstream asked for more input, which republished tools cannot relay yet".into(),
-        ));
-    }
-    if let Some(object) = result.as_object_mut() {
-        object.remove("resultType");
-        object.remove("ttlMs");
-        object.remove("cacheScope");
-    }
-    Ok(Outcome::Complete(result))
-}
-
 /// What the client sees when the upstream fails: the tool failed (the model
 /// can read why), or its parameters were wrong.
 fn refused(error: CallError) -> PluginError {
     match error {
         CallError::Rpc { code: -32602, message } => PluginError::InvalidParams(message),
+        CallError::MissingCapability(needed) => PluginError::MissingCapability(needed),
         other => PluginError::Tool(other.to_string()),
     }
 }
@@ -448,19 +434,20 @@ impl Plugin for UpstreamPlugin {
             if let Some(target) = &target
                 && let Some(kept) = self.cache.get(request::TOOLS_CALL, target, &cx).await
             {
-                return complete(Arc::unwrap_or_clone(kept));
+                return outcome(Arc::unwrap_or_clone(kept));
             }
             let generation = self.cache.generation();
             let mut params = Map::new();
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
+            input::answer(&mut params, &cx);
             let result = tokio::select! {
                 result = self.client.request_relayed(request::TOOLS_CALL, params, Some(name), &extra, &cx) => result,
                 () = cx.cancellation().cancelled() => return Err(PluginError::Tool("the call was cancelled".into())),
             };
             let (result, weight) = result.map_err(refused)?;
             if !read_only || result.get("ttlMs").is_none() {
-                return complete(result);
+                return outcome(result);
             }
             // Marked: kept, and from now on this upstream's calls are looked up.
             self.tools_cacheable.store(true, Ordering::Relaxed);
@@ -468,7 +455,7 @@ impl Plugin for UpstreamPlugin {
             if let Some(target) = target {
                 self.cache.keep(generation, (request::TOOLS_CALL, target), &cx, kept.clone()).await;
             }
-            complete(Arc::unwrap_or_clone(kept.result))
+            outcome(Arc::unwrap_or_clone(kept.result))
         })
     }
 
@@ -476,12 +463,13 @@ impl Plugin for UpstreamPlugin {
         Box::pin(async move {
             let mut params = Map::new();
             params.insert("uri".into(), json!(uri));
+            input::answer(&mut params, &cx);
             let fetch = self.client.request_relayed(request::RESOURCES_READ, params, Some(uri), &[], &cx);
             match self.cache.read_through(request::RESOURCES_READ, uri.into(), &cx, fetch).await {
                 Err(CallError::Rpc { code: -32602 | -32002, .. }) => {
                     Err(PluginError::ResourceNotFound { uri: uri.to_owned() })
                 }
-                other => other.map_err(refused).and_then(|result| complete(Arc::unwrap_or_clone(result))),
+                other => other.map_err(refused).and_then(|result| outcome(Arc::unwrap_or_clone(result))),
             }
         })
     }
@@ -497,12 +485,13 @@ impl Plugin for UpstreamPlugin {
             let mut params = Map::new();
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
+            input::answer(&mut params, &cx);
             let fetch = self.client.request_relayed(request::PROMPTS_GET, params, Some(name), &[], &cx);
             self.cache
                 .read_through(request::PROMPTS_GET, target, &cx, fetch)
                 .await
                 .map_err(refused)
-                .and_then(|result| complete(Arc::unwrap_or_clone(result)))
+                .and_then(|result| outcome(Arc::unwrap_or_clone(result)))
         })
     }
 

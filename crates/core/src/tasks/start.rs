@@ -32,6 +32,8 @@ impl Call<'_> {
         let cx = CallContext {
             caller: request.caller.clone(),
             client_capabilities: Arc::clone(&self.capabilities),
+            // Tasks are of the 2026-07-28 revision: their input is asked by retries.
+            asks_on_stream: false,
             // Each round of the call has the task deadline (the call timeout
             // unless configured); waiting for the client's input does not count.
             deadline: std::time::Instant::now() + round_deadline,

@@ -180,7 +180,7 @@ async fn forged_and_oversized_legacy_answers_never_reach_the_bus() {
     .await;
     assert!(flood.iter().all(|r| r.as_ref().is_ok_and(|r| r.status() == 400)), "every forgery is refused");
     // The real answer, posted to the other replica, still crosses.
-    let events = crate::protocol::legacy_elicitation(one.url(), two.url()).await;
+    let events = crate::protocol::legacy_elicitation("test_elicitation", one.url(), two.url()).await;
     assert!(events[1]["result"]["content"][0]["text"].as_str().unwrap().contains("ada"), "{events:?}");
 }
 

@@ -39,6 +39,7 @@ mod token_exchange;
 /// Malformed, oversized and hostile input at the HTTP layer.
 mod transport;
 /// Hostile upstreams: lists and answers that lie, floods, hangs.
+mod upstream_input;
 mod upstreams;
 
 use switchyard_testkit::App;

@@ -312,18 +312,19 @@ async fn header_mismatches_are_refused() {
     assert_eq!((reply.status, reply.error_code()), (400, Some(-32020)));
 }
 
-/// Calls `test_elicitation` as a legacy client at `call_url`, answers the
-/// server's `elicitation/create` with a POST to `answer_url`, and returns the
-/// messages of the call's stream (the request, then the result).
 /// A `state.keys` entry for tests whose replicas must trust each other's
 /// sealed state and request ids, as a deployment's replicas do.
 pub(crate) use switchyard_testkit::SHARED_STATE_KEY;
 
-pub(crate) async fn legacy_elicitation(call_url: &str, answer_url: &str) -> Vec<Value> {
+/// Calls `tool` (the fixture's `test_elicitation`, or a republished copy)
+/// as a legacy client at `call_url`, answers the server's
+/// `elicitation/create` with a POST to `answer_url`, and returns the
+/// messages of the call's stream (the request, then the result).
+pub(crate) async fn legacy_elicitation(tool: &str, call_url: &str, answer_url: &str) -> Vec<Value> {
     use futures::StreamExt as _;
     let http = reqwest::Client::new();
     let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
-        "params": { "name": "test_elicitation", "arguments": { "message": "Who are you?" } } });
+        "params": { "name": tool, "arguments": { "message": "Who are you?" } } });
     let response = http
         .post(call_url)
         .header("content-type", "application/json")
@@ -367,7 +368,7 @@ pub(crate) async fn legacy_elicitation(call_url: &str, answer_url: &str) -> Vec<
 #[tokio::test]
 async fn legacy_clients_answer_input_requests_on_the_response_stream() {
     let app = fixture().await;
-    let events = legacy_elicitation(app.url(), app.url()).await;
+    let events = legacy_elicitation("test_elicitation", app.url(), app.url()).await;
     assert_eq!(events[1]["id"], 5);
     assert!(events[1]["result"]["content"][0]["text"].as_str().unwrap().contains("ada"));
 
@@ -393,7 +394,7 @@ async fn a_legacy_answer_reaches_the_call_on_another_replica() {
         ("SWITCHYARD_REDIS_PREFIX", prefix.as_str()),
     ];
     let (one, two) = (App::start(&env).await, App::start(&env).await);
-    let events = legacy_elicitation(one.url(), two.url()).await;
+    let events = legacy_elicitation("test_elicitation", one.url(), two.url()).await;
     assert_eq!(events[1]["id"], 5, "{events:?}");
     assert!(events[1]["result"]["content"][0]["text"].as_str().unwrap().contains("ada"), "{events:?}");
 }

@@ -31,14 +31,19 @@ impl<'a> Relay<'a> {
 
     /// Asks the upstream, in the request's `_meta`, for what our client asked
     /// for: progress under `token` (the upstream request's own id), and log
-    /// messages at our client's level. A 2025-era upstream has no per-request
-    /// level (`stateless` false); what it logs is filtered here.
+    /// messages at our client's level; and tells it what our client may be
+    /// asked for, so its `input_required` asks only for that. A 2025-era
+    /// upstream has neither per-request level nor capabilities (`stateless`
+    /// false); what it logs is filtered here.
     pub(crate) fn ask(&self, request_meta: &mut Map<String, Value>, token: &Value, stateless: bool) {
         if self.cx.wants_progress() {
             request_meta.insert(meta::PROGRESS_TOKEN.into(), token.clone());
         }
-        if stateless && let Some(level) = self.cx.log_level() {
-            request_meta.insert(meta::LOG_LEVEL.into(), json!(level.as_str()));
+        if stateless {
+            if let Some(level) = self.cx.log_level() {
+                request_meta.insert(meta::LOG_LEVEL.into(), json!(level.as_str()));
+            }
+            request_meta.insert(meta::CLIENT_CAPABILITIES.into(), Value::Object(self.cx.input_capabilities()));
         }
     }
 

@@ -1,0 +1,126 @@
+//! An upstream's multi-round requests reach our client (#19): a 2026-07-28
+//! upstream (a second Switchyard) that answers `input_required` has its
+//! input requests asked of our client, by the client's own retry (a modern
+//! client) or on the call's stream (a 2025-era one), and the answers and the
+//! upstream's own `requestState` go back to it, sealed inside ours on the
+//! way, so the client can neither read nor change it. The upstream learns
+//! what our client can be asked for from our client's own declaration.
+
+// Helpers here are test code too; clippy only knows #[test] functions as such.
+#![allow(clippy::unwrap_used)]
+
+use serde_json::{Value, json};
+use switchyard_testkit::{App, Client, Reply};
+
+use crate::plugins::{Admin, upstreams_on_loopback};
+use crate::protocol::{SHARED_STATE_KEY, legacy_elicitation};
+
+/// A front server with a conformance-fixture Switchyard registered as `up`.
+async fn front() -> (App, App, tempfile::TempDir) {
+    let upstream = App::start(&[("SWITCHYARD_FIXTURE", "conformance")]).await;
+    let (app, secrets) = front_of(&upstream).await;
+    (app, upstream, secrets)
+}
+
+/// A front replica with `upstream` registered as `up`; the replicas trust
+/// each other's sealed state, as a deployment's do.
+async fn front_of(upstream: &App) -> (App, tempfile::TempDir) {
+    let secrets = tempfile::tempdir().unwrap();
+    let mut env = upstreams_on_loopback(&secrets);
+    env.push(("SWITCHYARD_STATE__KEYS", SHARED_STATE_KEY));
+    let app = App::start(&env).await;
+    let spec = json!({"url": upstream.url()});
+    let (status, body) =
+        Admin::of(&app).post("/plugins", json!({"namespace": "up", "kind": "upstream", "spec": spec})).await;
+    assert_eq!(status, 201, "{body}");
+    (app, secrets)
+}
+
+async fn call(client: &Client, params: &Value, capabilities: &Value) -> Reply {
+    client.request_with("tools/call", params.clone(), capabilities.clone()).await
+}
+
+/// `params` again, with the answers of one round and the state it gave.
+fn retry(params: &Value, asked: &Value, responses: Value) -> Value {
+    let mut retry = params.clone();
+    retry["inputResponses"] = responses;
+    retry["requestState"] = asked["requestState"].clone();
+    retry
+}
+
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+/// One round and two: the upstream's input requests reach the client under
+/// the upstream's keys, the answers reach the upstream, and so does the state
+/// it carries from round to round, whichever front replica the retry lands
+/// on. The state our client holds is ours, not the upstream's, and a changed
+/// one is refused.
+#[tokio::test]
+async fn a_modern_client_answers_an_upstreams_input_requests_by_retrying() {
+    let (app, upstream, _secrets) = front().await;
+    let (other, _other_secrets) = front_of(&upstream).await;
+    let client = app.client();
+    let elicitation = json!({"elicitation": {}});
+
+    let params = json!({"name": "up_test_input_required_result_elicitation", "arguments": {}});
+    let asked = call(&client, &params, &elicitation).await.result().clone();
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert_eq!(asked["inputRequests"]["user_name"]["method"], "elicitation/create", "{asked}");
+    let done =
+        call(&client, &retry(&params, &asked, json!({"user_name": accept(json!({"name": "Ada"}))})), &elicitation)
+            .await;
+    assert_eq!(done.result()["content"][0]["text"], "Hello, Ada!", "{:?}", done.messages);
+
+    // The upstream's state (its `round` and the name) travels inside ours.
+    let params = json!({"name": "up_test_input_required_result_multi_round", "arguments": {}});
+    let first = call(&client, &params, &elicitation).await.result().clone();
+    assert!(first["requestState"].is_string(), "{first}");
+    let step1 = retry(&params, &first, json!({"step1": accept(json!({"name": "Ada"}))}));
+    let second = call(&other.client(), &step1, &elicitation).await.result().clone();
+    assert_eq!(second["resultType"], "input_required", "{second}");
+    assert!(second["inputRequests"]["step2"].is_object(), "{second}");
+    let answers = json!({"step2": accept(json!({"color": "green"}))});
+    let mut tampered = retry(&params, &second, answers.clone());
+    tampered["requestState"] = json!(format!("{}x", second["requestState"].as_str().unwrap()));
+    assert_eq!(call(&client, &tampered, &elicitation).await.error_code(), Some(-32602));
+    let done = call(&client, &retry(&params, &second, answers), &elicitation).await;
+    assert_eq!(done.result()["content"][0]["text"], "Ada likes green", "{:?}", done.messages);
+
+    let params = json!({"name": "up_test_input_required_result_request_state", "arguments": {}});
+    let asked = call(&client, &params, &elicitation).await.result().clone();
+    let done =
+        call(&client, &retry(&params, &asked, json!({"confirm": accept(json!({"ok": true}))})), &elicitation).await;
+    assert_eq!(done.result()["content"][0]["text"], "state-ok: the request state was verified");
+}
+
+/// The upstream hears what our client declared it can be asked for, and
+/// nothing else: it asks for only that, and a client that cannot answer
+/// gets the upstream's missing-capability error with what it needs.
+#[tokio::test]
+async fn the_upstream_asks_only_for_what_the_client_declared() {
+    let (app, _upstream, _secrets) = front().await;
+    let client = app.client();
+    let params = json!({"name": "up_test_input_required_result_capabilities", "arguments": {}});
+    let asked = call(&client, &params, &json!({"sampling": {}, "experimental": {"x": {}}})).await.result().clone();
+    let keys: Vec<&String> = asked["inputRequests"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["greeting"], "{asked}");
+    let none = call(&client, &params, &json!({})).await;
+    assert_eq!(none.result()["content"][0]["text"], "The client declared no capability to ask through");
+
+    let params = json!({"name": "up_test_input_required_result_elicitation", "arguments": {}});
+    let refused = call(&client, &params, &json!({"sampling": {}})).await;
+    assert_eq!((refused.status, refused.error_code()), (400, Some(-32021)), "{:?}", refused.messages);
+    assert_eq!(refused.response()["error"]["data"]["requiredCapabilities"], json!({"elicitation": {"form": {}}}));
+}
+
+/// A 2025-era client, which cannot retry with answers, is asked on the
+/// call's stream; its answer goes to the upstream as a retry.
+#[tokio::test]
+async fn a_2025_era_client_answers_an_upstreams_input_request_on_its_stream() {
+    let (app, _upstream, _secrets) = front().await;
+    let events = legacy_elicitation("up_test_elicitation", app.url(), app.url()).await;
+    assert_eq!(events[1]["id"], 5, "{events:?}");
+    assert!(events[1]["result"]["content"][0]["text"].as_str().unwrap().contains("ada"), "{events:?}");
+}

@@ -1,0 +1,128 @@
+//! Multi-round requests through an upstream: its `input_required` answer as
+//! our own (its input requests checked and rebuilt, its `requestState`
+//! carried inside the state our server seals), and a retry's answers and
+//! that state sent back to it.
+//!
+//! Our client sees only the upstream's input requests: the upstream's state
+//! travels sealed inside ours, so the client can neither read nor change it,
+//! and the retry may land on any replica. The keys of the input requests
+//! are the upstream's, so the client's answers go back under them unchanged.
+
+use serde_json::{Map, Value, json};
+use switchyard_core::{CallContext, Outcome, PluginError, plugin::PluginResult};
+use switchyard_protocol::method::input;
+
+/// Most input requests one upstream answer may carry.
+const MAX_INPUT_REQUESTS: usize = 16;
+/// Longest key of an input request.
+const MAX_KEY_BYTES: usize = 256;
+/// Where, in the state we carry, the upstream's own `requestState` is.
+const UPSTREAM_STATE: &str = "upstream";
+
+/// An upstream result as ours: a final one without what our server adds
+/// itself (`resultType`, `ttlMs`, `cacheScope`), or the upstream's request
+/// for our client's input.
+pub(crate) fn outcome(mut result: Value) -> PluginResult<Outcome> {
+    match result.get("resultType").and_then(Value::as_str) {
+        None | Some("complete") => {}
+        Some("input_required") => return input_required(&mut result),
+        Some(other) => return Err(PluginError::Tool(format!("the upstream answered with resultType {other:?}"))),
+    }
+    if let Some(object) = result.as_object_mut() {
+        object.remove("resultType");
+        object.remove("ttlMs");
+        object.remove("cacheScope");
+    }
+    Ok(Outcome::Complete(result))
+}
+
+/// The upstream's `inputRequests`, each rebuilt from its method and params
+/// (nothing else it put there reaches our client), and its `requestState`.
+fn input_required(result: &mut Value) -> PluginResult<Outcome> {
+    let malformed = |why: String| PluginError::Tool(format!("the upstream asked for input malformed: {why}"));
+    let Some(Value::Object(asked)) = result.get_mut("inputRequests").map(Value::take) else {
+        return Err(malformed("no inputRequests object".into()));
+    };
+    if asked.is_empty() || asked.len() > MAX_INPUT_REQUESTS {
+        return Err(malformed(format!("{} input requests (1 to {MAX_INPUT_REQUESTS} may be asked)", asked.len())));
+    }
+    let mut requests = Map::new();
+    for (key, mut request) in asked {
+        let method = match request.get("method").and_then(Value::as_str) {
+            Some(input::ELICIT) => input::ELICIT,
+            Some(input::CREATE_MESSAGE) => input::CREATE_MESSAGE,
+            Some(input::LIST_ROOTS) => input::LIST_ROOTS,
+            _ => return Err(malformed(format!("{key:.64}: not an elicitation, sampling or roots request"))),
+        };
+        let params = request.get_mut("params").map_or(json!({}), Value::take);
+        if key.len() > MAX_KEY_BYTES || !params.is_object() {
+            return Err(malformed(format!(
+                "{key:.64}: a key longer than {MAX_KEY_BYTES} bytes, or params not an object"
+            )));
+        }
+        requests.insert(key, json!({ "method": method, "params": params }));
+    }
+    let state = match result.get_mut("requestState").map(Value::take) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(state)) => Some(json!({ UPSTREAM_STATE: state })),
+        Some(_) => return Err(malformed("a requestState that is not a string".into())),
+    };
+    Ok(Outcome::InputRequired { requests, state })
+}
+
+/// On a retry, our client's answers and the upstream's own state, as the
+/// upstream's retry carries them.
+pub(crate) fn answer(params: &mut Map<String, Value>, cx: &CallContext) {
+    let Some(round) = cx.input() else { return };
+    params.insert("inputResponses".into(), Value::Object(round.responses.clone()));
+    if let Some(state) = round.state.as_ref().and_then(|state| state.get(UPSTREAM_STATE)) {
+        params.insert("requestState".into(), state.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_final_answer_loses_what_our_server_adds() {
+        let result = json!({"content": [], "resultType": "complete", "ttlMs": 5, "cacheScope": "public"});
+        assert_eq!(outcome(result).unwrap(), Outcome::Complete(json!({"content": []})));
+    }
+
+    #[test]
+    fn input_requests_are_rebuilt_and_the_state_wrapped() {
+        let result = json!({"resultType": "input_required", "requestState": "theirs",
+            "inputRequests": {"name": {"method": "elicitation/create", "params": {"message": "?"}, "extra": 1},
+                              "roots": {"method": "roots/list"}}});
+        let Outcome::InputRequired { requests, state } = outcome(result).unwrap() else { panic!("input required") };
+        assert_eq!(
+            Value::Object(requests),
+            json!({
+            "name": {"method": "elicitation/create", "params": {"message": "?"}},
+            "roots": {"method": "roots/list", "params": {}}})
+        );
+        assert_eq!(state, Some(json!({"upstream": "theirs"})));
+    }
+
+    #[test]
+    fn malformed_input_requests_are_a_tool_error() {
+        let many: Map<String, Value> =
+            (0..=MAX_INPUT_REQUESTS).map(|i| (format!("k{i}"), json!({"method": "roots/list"}))).collect();
+        for input_requests in [
+            json!(null),
+            json!({}),
+            Value::Object(many),
+            json!({"k": {"method": "tools/call", "params": {}}}),
+            json!({"k": {"method": "roots/list", "params": []}}),
+            json!({"k".repeat(MAX_KEY_BYTES + 1): {"method": "roots/list"}}),
+        ] {
+            let result = json!({"resultType": "input_required", "inputRequests": input_requests.clone()});
+            assert!(matches!(outcome(result), Err(PluginError::Tool(_))), "{input_requests}");
+        }
+        let odd_state = json!({"resultType": "input_required", "inputRequests": {"k": {"method": "roots/list"}},
+            "requestState": {"not": "a string"}});
+        assert!(matches!(outcome(odd_state), Err(PluginError::Tool(_))));
+        assert!(matches!(outcome(json!({"resultType": "task"})), Err(PluginError::Tool(_))));
+    }
+}
