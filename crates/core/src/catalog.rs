@@ -16,6 +16,7 @@ use switchyard_bus::{Event, NotificationBus};
 use switchyard_protocol::headers;
 
 use crate::caching::CachePolicy;
+use crate::listen::ListenHub;
 use crate::plugin::{ChangeSink, Plugin};
 use crate::policy::ItemKind;
 use crate::schema::{self, CompiledSchema};
@@ -190,6 +191,9 @@ pub struct Catalog {
     rebuild_lock: tokio::sync::Mutex<()>,
     /// Handed to every plugin call, so that a plugin can report a change.
     changes: Arc<dyn ChangeSink>,
+    /// Where the `resources/updated` that plugins report go: this process's
+    /// listen streams, once the server is built over this catalog.
+    updates_heard_by: RwLock<Option<ListenHub>>,
 }
 
 impl Catalog {
@@ -207,6 +211,7 @@ impl Catalog {
             default_policy,
             rebuild_lock: tokio::sync::Mutex::new(()),
             changes: Arc::new(CatalogChanges(Weak::clone(this))),
+            updates_heard_by: RwLock::new(None),
         });
         catalog.rebuild().await;
         catalog
@@ -258,6 +263,11 @@ impl Catalog {
         }
     }
 
+    /// Sends the `resources/updated` plugins report to `hub`'s streams.
+    pub(crate) fn deliver_updates_to(&self, hub: ListenHub) {
+        *self.updates_heard_by.write().unwrap_or_else(|p| p.into_inner()) = Some(hub);
+    }
+
     pub(crate) fn change_sink(&self) -> Arc<dyn ChangeSink> {
         Arc::clone(&self.changes)
     }
@@ -280,6 +290,13 @@ impl ListChanges {
     pub async fn changed(&self, kind: ListKind) {
         self.0.changed(kind).await;
     }
+
+    /// The resource `uri` changed, as a plugin learned by itself on this
+    /// replica (an upstream told it): this replica's listen streams
+    /// subscribed to it hear it, if their callers may read it.
+    pub fn resource_updated(&self, uri: &str) {
+        self.0.resource_updated(uri);
+    }
 }
 
 impl std::fmt::Debug for ListChanges {
@@ -297,6 +314,14 @@ impl ChangeSink for CatalogChanges {
                 catalog.rebuild().await;
             }
         })
+    }
+
+    fn resource_updated(&self, uri: &str) {
+        let Some(catalog) = self.0.upgrade() else { return };
+        let hub = catalog.updates_heard_by.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(hub) = hub {
+            hub.deliver_here(Event::ResourceUpdated { uri: uri.to_owned() });
+        }
     }
 }
 

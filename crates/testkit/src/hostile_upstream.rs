@@ -74,8 +74,11 @@ struct Shared {
     behaviour: Mutex<Behaviour>,
     asked: Asked,
     bearers: Bearers,
-    /// Tells the open listen streams their lists changed.
-    changed: broadcast::Sender<()>,
+    /// What the open listen streams are to carry next: a `list_changed`, or
+    /// a `resources/updated`.
+    changed: broadcast::Sender<Bytes>,
+    /// The `resourceSubscriptions` of the last listen stream opened.
+    subscriptions: Mutex<Vec<String>>,
     listen_streams: AtomicUsize,
     /// Requests left hanging whose caller went away first.
     abandoned: AtomicUsize,
@@ -118,6 +121,7 @@ impl HostileUpstream {
             asked: Asked::default(),
             bearers: Bearers::default(),
             changed: broadcast::channel(16).0,
+            subscriptions: Mutex::default(),
             listen_streams: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
             resets: AtomicUsize::new(0),
@@ -142,7 +146,19 @@ impl HostileUpstream {
     /// stream that the lists changed, so every replica comes to see it.
     pub fn become_(&self, behaviour: Behaviour) {
         *self.shared.behaviour.lock().expect("behaviour") = behaviour;
-        let _ = self.shared.changed.send(());
+        let _ = self.shared.changed.send(Bytes::from_static(LIST_CHANGED));
+    }
+
+    /// Tells every open listen stream that the resource `uri` changed,
+    /// whether or not it asked for it.
+    pub fn update(&self, uri: &str) {
+        let updated = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}});
+        let _ = self.shared.changed.send(Bytes::from(format!("data: {updated}\n\n")));
+    }
+
+    /// The resources the last listen stream opened asked to hear of.
+    pub fn subscriptions(&self) -> Vec<String> {
+        self.shared.subscriptions.lock().expect("subscriptions").clone()
     }
 
     /// How many times `method` was asked so far.
@@ -210,7 +226,12 @@ async fn answer(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMa
         std::mem::forget(hanging);
     }
     let result = match (method.as_str(), behaviour) {
-        ("subscriptions/listen", _) => return listen(&shared, id, behaviour),
+        ("subscriptions/listen", _) => {
+            let asked = request["params"]["notifications"]["resourceSubscriptions"].as_array();
+            let uris = asked.into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect();
+            *shared.subscriptions.lock().expect("subscriptions") = uris;
+            return listen(&shared, id, behaviour);
+        }
         (_, Behaviour::ServerError) => return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         ("tools/list", Behaviour::EndlessList) => {
             let head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":["#);
@@ -314,12 +335,13 @@ fn streamed(content_type: &'static str, body: impl Stream<Item = Bytes> + Send +
     response
 }
 
+const LIST_CHANGED: &[u8] = b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+
 /// A listen stream: acknowledged, then a `list_changed` each time the
 /// behaviour changes (or, flooding, without pause). An honest stream ends
 /// when the upstream turns to flooding, so the next one floods.
 fn listen(shared: &Arc<Shared>, id: Value, behaviour: Behaviour) -> Response {
-    let changed =
-        Bytes::from_static(b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n");
+    let changed = Bytes::from_static(LIST_CHANGED);
     let acknowledged = Bytes::from(format!(
         "data: {}\n\n",
         json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {"id": id}})
@@ -332,12 +354,10 @@ fn listen(shared: &Arc<Shared>, id: Value, behaviour: Behaviour) -> Response {
     let changes = stream::unfold((shared.changed.subscribe(), open), move |(mut receiver, open)| {
         let changed = changed.clone();
         async move {
+            let flooding = || *open.0.behaviour.lock().expect("behaviour") == Behaviour::Flood;
             match receiver.recv().await {
-                Ok(()) | Err(broadcast::error::RecvError::Lagged(_))
-                    if *open.0.behaviour.lock().expect("behaviour") != Behaviour::Flood =>
-                {
-                    Some((changed, (receiver, open)))
-                }
+                Ok(event) if !flooding() => Some((event, (receiver, open))),
+                Err(broadcast::error::RecvError::Lagged(_)) if !flooding() => Some((changed, (receiver, open))),
                 _ => None,
             }
         }

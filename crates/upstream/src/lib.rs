@@ -43,6 +43,7 @@
 mod breaker;
 mod cache;
 mod client;
+mod follow;
 mod input;
 mod limits;
 mod outbound;

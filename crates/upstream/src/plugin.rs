@@ -1,6 +1,5 @@
 //! [`UpstreamPlugin`]: an upstream server's lists, cached, and its calls, routed.
 
-use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -17,25 +16,20 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::{AnswerCache, Kept, PluginCache, named_target};
 use crate::client::{CallError, McpClient, Weight};
+use crate::follow::Follower;
 use crate::input::{self, outcome};
 use crate::limits::{Backoff, Bound};
 
 /// Bounds on how long upstream lists are cached, whatever the upstream says.
 const MIN_TTL: Duration = Duration::from_secs(1);
 const MAX_TTL: Duration = Duration::from_secs(3600);
-/// More events than this (notifications, comments, anything) within one
-/// `refresh_interval` is a flood: the listen stream is dropped and reopened
-/// after a backoff, so an upstream cannot make us read its stream as fast as
-/// it can write it.
-const FLOOD_EVENTS: usize = 1000;
-
 /// The upstream's lists as last read.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Lists {
-    tools: Vec<Value>,
-    prompts: Vec<Value>,
-    resources: Vec<Value>,
-    templates: Vec<Value>,
+pub(crate) struct Lists {
+    pub(crate) tools: Vec<Value>,
+    pub(crate) prompts: Vec<Value>,
+    pub(crate) resources: Vec<Value>,
+    pub(crate) templates: Vec<Value>,
 }
 
 impl Lists {
@@ -131,13 +125,18 @@ impl UpstreamPlugin {
         let nudge = Arc::new(Notify::new());
         // The listen stream needs the upstream's era, which the first refresh learns.
         let first_done = Arc::new(Notify::new());
-        tokio::spawn(follow_listen_stream(
-            Arc::clone(&self.client),
-            self.stop.clone(),
-            Arc::clone(&nudge),
-            Arc::clone(&first_done),
-            self.cache.clone(),
-        ));
+        let resubscribe = Arc::new(Notify::new());
+        let follower = Follower {
+            client: Arc::clone(&self.client),
+            stop: self.stop.clone(),
+            nudge: Arc::clone(&nudge),
+            first_done: Arc::clone(&first_done),
+            resubscribe: Arc::clone(&resubscribe),
+            lists: Arc::clone(&self.lists),
+            cache: self.cache.clone(),
+            changes: changes.clone(),
+        };
+        tokio::spawn(follower.run());
         let (client, lists, stop, id) =
             (Arc::clone(&self.client), Arc::clone(&self.lists), self.stop.clone(), self.id.clone());
         let cache = self.cache.clone();
@@ -166,6 +165,11 @@ impl UpstreamPlugin {
                         let changed = old.changed_kinds(&fresh);
                         if !changed.is_empty() {
                             cache.forget();
+                        }
+                        // Its listen stream asks for the resources it lists; the
+                        // first opens after the first refresh, with them.
+                        if changed.contains(&ListKind::Resources) && first_done.is_none() {
+                            resubscribe.notify_one();
                         }
                         // Only the served copy is kept while the catalog rebuilds.
                         drop((old, fresh));
@@ -207,78 +211,6 @@ impl UpstreamPlugin {
     /// The lists as last read.
     fn lists(&self) -> Arc<Lists> {
         Arc::clone(&self.lists.read().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
-/// Follows the upstream's own `list_changed` notifications (stateless
-/// upstreams only), nudging a refresh for each; reopens the stream after a
-/// backoff when it ends, breaks, floods or stays silent too long, and nudges
-/// then too, since changes may have been missed meanwhile. Starts once the
-/// first refresh has ended (`first_done`), which learns the upstream's era.
-async fn follow_listen_stream(
-    client: Arc<McpClient>,
-    stop: CancellationToken,
-    nudge: Arc<Notify>,
-    first_done: Arc<Notify>,
-    cache: PluginCache,
-) {
-    tokio::select! {
-        () = stop.cancelled() => return,
-        () = first_done.notified() => {}
-    }
-    let limits = *client.limits();
-    let mut backoff = Backoff::new(limits.max_backoff);
-    loop {
-        if client.is_stateless().await {
-            let opened = Instant::now();
-            let (mut window_start, mut in_window, mut flooded) = (Instant::now(), 0_usize, false);
-            let listening = client.listen(|method| {
-                if window_start.elapsed() > limits.refresh_interval {
-                    (window_start, in_window) = (Instant::now(), 0);
-                }
-                in_window += 1;
-                if in_window > FLOOD_EVENTS {
-                    flooded = true;
-                    return ControlFlow::Break(());
-                }
-                if method.is_some_and(|method| method.ends_with("/list_changed")) {
-                    // What the upstream answered before may have changed with its lists.
-                    cache.forget();
-                    nudge.notify_one();
-                }
-                ControlFlow::Continue(())
-            });
-            let outcome = tokio::select! {
-                () = stop.cancelled() => return,
-                outcome = listening => outcome,
-            };
-            if flooded {
-                Bound::Flood.record();
-                tracing::warn!(upstream = %client.spec().url, "the upstream floods its listen stream; reopening it after a backoff");
-            } else {
-                if let Err(error) = outcome {
-                    tracing::debug!(%error, "upstream listen stream ended");
-                }
-                // A stream that stayed up a while was healthy, however it
-                // ended (an idle cut, a reset): reconnect soon.
-                if opened.elapsed() > Duration::from_secs(30) {
-                    backoff.succeeded();
-                }
-            }
-            nudge.notify_one();
-        } else {
-            // Not (yet) known to be stateless: no stream to open; look again
-            // soon, so a stream opens soon after an upstream that was down returns.
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(limits.refresh_interval) => {}
-            }
-            continue;
-        }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(backoff.failed()) => {}
-        }
     }
 }
 

@@ -164,8 +164,9 @@ impl Drop for ListenStream {
 /// Whether a subscription to `subscribed` covers an update of `updated`: the
 /// same URI, or one below it. The hub does not call it: its index looks up
 /// exactly the subscriptions this accepts (`registry::covering_prefixes`).
-#[cfg(test)]
-fn covers(subscribed: &str, updated: &str) -> bool {
+/// A plugin that subscribes elsewhere (an upstream) checks with it that an
+/// update it is told of is one it asked for.
+pub fn covers(subscribed: &str, updated: &str) -> bool {
     updated == subscribed
         || updated.strip_prefix(subscribed).is_some_and(|rest| subscribed.ends_with('/') || rest.starts_with('/'))
 }
@@ -334,6 +335,14 @@ impl ListenHub {
             finished: false,
             span: tracing::Span::none(),
         })
+    }
+
+    /// Delivers `event` to this process's streams only, not through the bus:
+    /// for what every replica learns by itself, such as an upstream's
+    /// `resources/updated`, which each replica's own listen stream to that
+    /// upstream brings (through the bus, each replica would repeat it).
+    pub fn deliver_here(&self, event: Event) {
+        self.inner.fan_out(&[event]);
     }
 
     /// How many streams are open in this process.

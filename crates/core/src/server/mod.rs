@@ -110,7 +110,8 @@ impl Server {
         let server_info = json!({ "name": config.server_name, "version": config.server_version });
         let sealer = StateSealer::new(config.state_keys.clone(), config.state_lifetime);
         let relay = Relay::new(format!("{:016x}", rand::random::<u64>()));
-        hub.gate_reads(Arc::new(CatalogReads { catalog: Arc::clone(&catalog), policy: config.policy.clone() }));
+        hub.gate_reads(Arc::new(CatalogReads { catalog: Arc::downgrade(&catalog), policy: config.policy.clone() }));
+        catalog.deliver_updates_to(hub.clone());
         Self {
             catalog,
             hub,
@@ -535,13 +536,15 @@ impl Server {
 /// Who may hear a `resources/updated`: what a `resources/read` of the URI
 /// would need, from the catalog of the moment and the scope policy.
 struct CatalogReads {
-    catalog: Arc<Catalog>,
+    /// Weak: the catalog holds the hub (to deliver plugins' updates to it),
+    /// and the hub holds this.
+    catalog: std::sync::Weak<Catalog>,
     policy: Policy,
 }
 
 impl ReadScopes for CatalogReads {
     fn needed(&self, uri: &str) -> Option<Vec<String>> {
-        Some(self.policy.needed_by(self.catalog.snapshot().serving(uri)?))
+        Some(self.policy.needed_by(self.catalog.upgrade()?.snapshot().serving(uri)?))
     }
 }
 

@@ -1,13 +1,16 @@
-//! What an upstream says during a call reaches our client (#19): progress and
-//! log messages, from a 2026-07-28 upstream (a second Switchyard) and from a
-//! 2025-era one (the official Python SDK), under our client's own token and
-//! level, and only as its request asked.
+//! What an upstream says reaches our client (#19): progress and log
+//! messages during a call, from a 2026-07-28 upstream (a second Switchyard)
+//! and from a 2025-era one (the official Python SDK), under our client's own
+//! token and level, and only as its request asked; and the updates of its
+//! resources, to our streams subscribed to them.
 
 // Helpers here are test code too; clippy only knows #[test] functions as such.
 #![allow(clippy::unwrap_used)]
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
-use switchyard_testkit::{App, Client, LegacyPythonServer, Reply};
+use switchyard_testkit::{App, Client, HostileUpstream, LegacyPythonServer, Reply};
 
 use crate::plugins::{Admin, upstreams_on_loopback};
 
@@ -96,4 +99,40 @@ async fn a_2025_era_upstreams_progress_and_logs_reach_the_client_as_it_asked() {
     assert_eq!(neither.messages.len(), 1, "only the answer: {:?}", neither.messages);
     let above = call(&client, "py_steps", json!({"io.modelcontextprotocol/logLevel": "error"})).await;
     assert!(notifications(&above, "notifications/message").is_empty(), "{:?}", above.messages);
+}
+
+/// A `resources/updated` on the upstream's own listen stream, for a
+/// resource it lists, reaches our streams subscribed to it and drops what
+/// the front kept of the upstream's answers, so the next read asks the
+/// upstream again. An update of a resource the upstream does not serve
+/// reaches nobody.
+#[tokio::test]
+async fn an_upstreams_resource_updates_reach_the_streams_subscribed_to_them() {
+    let upstream = HostileUpstream::start().await;
+    let (app, _secrets) = front("h", upstream.url()).await;
+    let client = app.client();
+    let subscribed = |uris: &[String]| uris.iter().any(|uri| uri == "hostile://public");
+    switchyard_testkit::until("the front listens to the upstream's resources", Duration::from_secs(10), async || {
+        upstream.listen_streams() == 1 && subscribed(&upstream.subscriptions())
+    })
+    .await;
+    let read = || client.request("resources/read", json!({"uri": "hostile://public"}));
+    for _ in 0..2 {
+        assert_eq!(read().await.status, 200);
+    }
+    assert_eq!(upstream.asked("resources/read"), 1, "kept for its ttlMs");
+
+    let params = json!({"notifications": {"resourceSubscriptions": ["hostile://public", "other://"]}});
+    let heard = client
+        .stream("subscriptions/listen", params, 2, Duration::from_secs(5), || async {
+            upstream.update("other://not-the-upstreams");
+            upstream.update("hostile://public");
+        })
+        .await;
+    let updates: Vec<&Value> = heard.messages[1..].iter().collect();
+    assert_eq!(updates.len(), 1, "{:?}", heard.messages);
+    assert_eq!(updates[0]["method"], "notifications/resources/updated");
+    assert_eq!(updates[0]["params"]["uri"], "hostile://public", "{updates:?}");
+    assert_eq!(read().await.status, 200);
+    assert_eq!(upstream.asked("resources/read"), 2, "the update dropped what was kept");
 }

@@ -13,20 +13,28 @@ use crate::sse::SseBuffer;
 
 impl McpClient {
     /// Opens the upstream's `subscriptions/listen` stream for list changes
-    /// and calls `on_event` for each event on it (with the method of a
-    /// notification, `None` for anything else: comments, other messages),
+    /// and updates of the resources `subscriptions` names, and calls
+    /// `on_event` for each event on it (with the message, `None` for
+    /// anything else: comments, events without a message),
     /// until the stream ends, `on_event` breaks, or the stream stays silent
     /// (not even a keep-alive) for `listen_idle_timeout`. Only for stateless
     /// upstreams.
     ///
     /// # Errors
     /// When the stream cannot be opened in time, breaks, or breaks a bound.
-    pub async fn listen(&self, mut on_event: impl FnMut(Option<&str>) -> ControlFlow<()>) -> Result<(), CallError> {
+    pub async fn listen(
+        &self,
+        subscriptions: &[String],
+        mut on_event: impl FnMut(Option<&Value>) -> ControlFlow<()>,
+    ) -> Result<(), CallError> {
         let era = Era::Stateless;
-        let params = json!({
+        let mut params = json!({
             "notifications": {"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true},
             "_meta": { meta::PROTOCOL_VERSION: version::LATEST, meta::CLIENT_CAPABILITIES: {} }
         });
+        if !subscriptions.is_empty() {
+            params["notifications"]["resourceSubscriptions"] = json!(subscriptions);
+        }
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": request::LISTEN, "params": params});
         let opening = async {
             let headers = self.headers(&era, request::LISTEN, None, None).await?;
@@ -61,7 +69,7 @@ impl McpClient {
                 if message.get("id") == Some(&body["id"]) {
                     return Ok(()); // the listen result: the upstream is shutting the stream
                 }
-                if on_event(message.get("method").and_then(Value::as_str)).is_break() {
+                if on_event(Some(message)).is_break() {
                     return Ok(());
                 }
             }
