@@ -6,6 +6,8 @@ Usage: python legacy_server.py PORT
 
 import sys
 
+import anyio
+
 from mcp.server.fastmcp import Context, FastMCP
 
 server = FastMCP("legacy-upstream", host="127.0.0.1", port=int(sys.argv[1]), log_level="WARNING")
@@ -28,6 +30,27 @@ async def steps(ctx: Context) -> str:
             # no request, so its progress goes to the session's GET stream.
             await ctx.session.send_progress_notification(token, step, 3, related_request_id=ctx.request_id)
     return "three steps"
+
+
+cancelled_waits = 0
+
+
+@server.tool()
+async def wait(seconds: float) -> str:
+    """Waits `seconds`, unless the request is cancelled first."""
+    global cancelled_waits
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        cancelled_waits += 1
+        raise
+    return "waited"
+
+
+@server.tool()
+def cancelled() -> int:
+    """How many waits were cancelled so far."""
+    return cancelled_waits
 
 
 @server.prompt()

@@ -21,11 +21,13 @@ use crate::spec::{Credentials, UpstreamSpec};
 
 mod answer;
 mod bounded;
+mod cancel;
 mod listen;
 mod relay;
 mod token;
 
 use answer::{read_capped, sse_refused};
+use cancel::CancelOnDrop;
 use relay::Relay;
 use token::{ExchangedTokens, Token};
 
@@ -509,6 +511,27 @@ impl McpClient {
                 request_headers.insert(key, value);
             }
         }
+        let cancel = match era {
+            Era::Session { session: Some(_), .. } if body.get("id").is_some() && method != request::INITIALIZE => {
+                CancelOnDrop::armed(&self.http, &self.spec.url, &request_headers, &body["id"])
+            }
+            _ => CancelOnDrop::unarmed(),
+        };
+        let answer = self.exchange(era, request_headers, body, relay, caller).await;
+        // Answered, or failed on the upstream's side or the wire: nothing is left to cancel.
+        cancel.disarm();
+        answer
+    }
+
+    /// [`McpClient::post`] once its headers are made.
+    async fn exchange(
+        &self,
+        era: &Era,
+        request_headers: HeaderMap,
+        body: &Value,
+        relay: Option<&Relay<'_>>,
+        caller: Option<&Caller>,
+    ) -> Result<Answer, CallError> {
         let response = self
             .http
             .post(self.spec.url.clone())

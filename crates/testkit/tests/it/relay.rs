@@ -136,3 +136,32 @@ async fn an_upstreams_resource_updates_reach_the_streams_subscribed_to_them() {
     assert_eq!(read().await.status, 200);
     assert_eq!(upstream.asked("resources/read"), 2, "the update dropped what was kept");
 }
+
+/// A call our side gives up on (here: past the front's call timeout) is
+/// cancelled at a 2025-era upstream too, by `notifications/cancelled` in its
+/// session: the official Python SDK stops the tool's work. (A 2026-07-28
+/// upstream is cancelled by closing the request's stream.)
+#[tokio::test]
+async fn a_call_given_up_is_cancelled_at_a_2025_era_upstream() {
+    let legacy = LegacyPythonServer::start().await;
+    let secrets = tempfile::tempdir().unwrap();
+    let mut env = upstreams_on_loopback(&secrets);
+    env.push(("SWITCHYARD_SERVER__CALL_TIMEOUT", "1s"));
+    let app = App::start(&env).await;
+    let spec = json!({"url": legacy.url()});
+    let (status, body) =
+        Admin::of(&app).post("/plugins", json!({"namespace": "py", "kind": "upstream", "spec": spec})).await;
+    assert_eq!(status, 201, "{body}");
+    let client = app.client();
+    let cancelled = async || {
+        let reply = client.request("tools/call", json!({"name": "py_cancelled", "arguments": {}})).await;
+        reply.result()["content"][0]["text"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(cancelled().await, "0");
+    let waited = client.request("tools/call", json!({"name": "py_wait", "arguments": {"seconds": 30}})).await;
+    assert!(!waited.messages.iter().any(|m| m.to_string().contains("\"waited\"")), "{:?}", waited.messages);
+    switchyard_testkit::until("the upstream cancelled the wait", Duration::from_secs(10), async || {
+        cancelled().await == "1"
+    })
+    .await;
+}
