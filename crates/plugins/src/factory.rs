@@ -159,7 +159,7 @@ impl Factory {
                 // client reads any of them or connects anywhere.
                 let spec = UpstreamSpec::parse(plugin.spec, &self.grants.secrets)
                     .map_err(|e| invalid(format!("spec.{}", e.field), e.reason))?;
-                let client = McpClient::new(spec, self.grants.outbound.clone(), self.upstream_limits)
+                let client = McpClient::new(spec, self.grants.outbound.clone(), self.upstream_limits, plugin.namespace)
                     .map_err(|(field, reason)| invalid(field, reason))?;
                 let changes = (purpose == Purpose::Serve).then(|| self.changes.clone());
                 Arc::new(

@@ -151,22 +151,22 @@ impl Metrics {
             upstream_refusals: counter(
                 "switchyard.upstream.refusals",
                 "{answer}",
-                "Upstream answers refused for breaking an operator's bound, by bound.",
+                "Upstream answers refused for breaking an operator's bound, by bound and upstream.",
             ),
             upstream_breaker: counter(
                 "switchyard.upstream.breaker",
                 "{event}",
-                "Upstream breakers opened (after failures in a row) and closed (a probe answered), and requests not sent while one was open, by event.",
+                "Upstream breakers opened (after failures in a row) and closed (a probe answered), and requests not sent while one was open, by event and upstream.",
             ),
             upstream_retries: counter(
                 "switchyard.upstream.retries",
                 "{request}",
-                "Idempotent upstream requests sent again after a failed attempt.",
+                "Idempotent upstream requests sent again after a failed attempt, by upstream.",
             ),
             upstream_cache: counter(
                 "switchyard.upstream.cache",
                 "{request}",
-                "Upstream answers looked up in the answer cache, by result: hit (kept, or shared with an identical request in flight) or miss.",
+                "Upstream answers looked up in the answer cache, by result: hit (kept, or shared with an identical request in flight) or miss, and upstream.",
             ),
         }
     }
@@ -253,29 +253,38 @@ impl Metrics {
         self.rate_limited.add(1, &[]);
     }
 
-    /// An upstream answer refused for breaking `bound`, one of the upstream
-    /// crate's fixed bound names.
-    pub fn upstream_refused(&self, bound: &'static str) {
-        self.upstream_refusals.add(1, &[KeyValue::new("bound", bound)]);
+    /// An answer of `upstream` refused for breaking `bound`, one of the
+    /// upstream crate's fixed bound names.
+    ///
+    /// `upstream` labels every upstream series: the namespace its plugin was
+    /// registered under, one of the registry's (the operator's), so the
+    /// label set stays as small as the registry.
+    pub fn upstream_refused(&self, bound: &'static str, upstream: &Arc<str>) {
+        self.upstream_refusals.add(1, &[KeyValue::new("bound", bound), upstream_label(upstream)]);
     }
 
-    /// An upstream breaker's `event`: `opened`, `closed` or `rejected`.
-    pub fn upstream_breaker(&self, event: &'static str) {
-        self.upstream_breaker.add(1, &[KeyValue::new("event", event)]);
+    /// `upstream`'s breaker's `event`: `opened`, `closed` or `rejected`.
+    pub fn upstream_breaker(&self, event: &'static str, upstream: &Arc<str>) {
+        self.upstream_breaker.add(1, &[KeyValue::new("event", event), upstream_label(upstream)]);
     }
 
-    /// An idempotent upstream request sent again.
-    pub fn upstream_retried(&self) {
-        self.upstream_retries.add(1, &[]);
+    /// An idempotent request to `upstream` sent again.
+    pub fn upstream_retried(&self, upstream: &Arc<str>) {
+        self.upstream_retries.add(1, &[upstream_label(upstream)]);
     }
 
-    /// An answer-cache lookup's `result`: `hit` or `miss`.
-    pub fn upstream_cache(&self, result: &'static str) {
-        self.upstream_cache.add(1, &[KeyValue::new("result", result)]);
+    /// An answer-cache lookup's `result` for `upstream`: `hit` or `miss`.
+    pub fn upstream_cache(&self, result: &'static str, upstream: &Arc<str>) {
+        self.upstream_cache.add(1, &[KeyValue::new("result", result), upstream_label(upstream)]);
     }
 
     /// The catalog version now served.
     pub fn catalog_version(&self, version: u64) {
         self.catalog_version.record(version, &[]);
     }
+}
+
+/// The `upstream` label: shared, not copied, on every record.
+fn upstream_label(upstream: &Arc<str>) -> KeyValue {
+    KeyValue::new("upstream", StringValue::from(Arc::clone(upstream)))
 }

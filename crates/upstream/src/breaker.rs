@@ -10,7 +10,7 @@
 //! Each replica keeps its own breakers: what one replica sees of an upstream
 //! is what its calls would meet.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The state of one upstream's breaker.
@@ -30,6 +30,8 @@ pub(crate) struct Breaker {
     state: Mutex<State>,
     failures_to_open: usize,
     open_for: Duration,
+    /// The upstream, as its metrics are labelled.
+    upstream: Arc<str>,
 }
 
 /// Why a request was not sent: the breaker is open.
@@ -69,10 +71,15 @@ pub(crate) struct Admitted<'a> {
 }
 
 impl Breaker {
-    /// A breaker that opens after `failures_to_open` failures in a row and
-    /// stays open for `open_for`.
-    pub(crate) fn new(failures_to_open: usize, open_for: Duration) -> Self {
-        Self { state: Mutex::new(State::Closed { failures: 0 }), failures_to_open, open_for }
+    /// A breaker for `upstream` that opens after `failures_to_open` failures
+    /// in a row and stays open for `open_for`.
+    pub(crate) fn new(failures_to_open: usize, open_for: Duration, upstream: &Arc<str>) -> Self {
+        let upstream = Arc::clone(upstream);
+        Self { state: Mutex::new(State::Closed { failures: 0 }), failures_to_open, open_for, upstream }
+    }
+
+    fn record(&self, event: &'static str) {
+        switchyard_telemetry::metrics().upstream_breaker(event, &self.upstream);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -89,12 +96,12 @@ impl Breaker {
                 true
             }
             State::Open { until } => {
-                record("rejected");
+                self.record("rejected");
                 let wait = until.saturating_duration_since(Instant::now());
                 return Err(Open { failures: self.failures_to_open, retry: Retry::In(wait) });
             }
             State::Probing => {
-                record("rejected");
+                self.record("rejected");
                 return Err(Open { failures: self.failures_to_open, retry: Retry::Probing });
             }
         };
@@ -108,7 +115,7 @@ impl Admitted<'_> {
         self.told = true;
         let mut state = self.breaker.state();
         if self.probe || !matches!(*state, State::Closed { .. }) {
-            record("closed");
+            self.breaker.record("closed");
             tracing::info!("an upstream answered its probe; its calls go through again");
         }
         *state = State::Closed { failures: 0 };
@@ -127,7 +134,7 @@ impl Admitted<'_> {
         };
         if failures >= breaker.failures_to_open {
             if matches!(*state, State::Closed { .. }) || self.probe {
-                record("opened");
+                breaker.record("opened");
                 tracing::warn!(failures, open_for = ?breaker.open_for, "an upstream keeps failing; its calls fail at once for a while");
             }
             *state = State::Open { until: Instant::now() + breaker.open_for };
@@ -148,10 +155,6 @@ impl Drop for Admitted<'_> {
     }
 }
 
-fn record(event: &'static str) {
-    switchyard_telemetry::metrics().upstream_breaker(event);
-}
-
 /// Retries as a share of requests: each request adds `share` of a retry to
 /// the budget (up to `cap`), and each retry spends one. When an upstream
 /// fails everything, retries stop at that share instead of multiplying its
@@ -162,17 +165,19 @@ pub(crate) struct RetryBudget {
     balance: Mutex<u32>,
     share: u32,
     cap: u32,
+    /// The upstream, as its metrics are labelled.
+    upstream: Arc<str>,
 }
 
 /// One retry, in the budget's units.
 const RETRY: u32 = 1000;
 
 impl RetryBudget {
-    /// A budget of `per_thousand` thousandths of a retry per request (100:
-    /// one in ten), holding at most `cap` retries, full at the start.
-    pub(crate) fn new(per_thousand: u32, cap: u32) -> Self {
+    /// A budget for `upstream` of `per_thousand` thousandths of a retry per
+    /// request (100: one in ten), holding at most `cap` retries, full at the start.
+    pub(crate) fn new(per_thousand: u32, cap: u32, upstream: &Arc<str>) -> Self {
         let cap = cap.saturating_mul(RETRY);
-        Self { balance: Mutex::new(cap), share: per_thousand, cap }
+        Self { balance: Mutex::new(cap), share: per_thousand, cap, upstream: Arc::clone(upstream) }
     }
 
     /// A request was made.
@@ -187,7 +192,7 @@ impl RetryBudget {
         let spent = *balance >= RETRY;
         if spent {
             *balance -= RETRY;
-            switchyard_telemetry::metrics().upstream_retried();
+            switchyard_telemetry::metrics().upstream_retried(&self.upstream);
         }
         spent
     }
@@ -199,7 +204,7 @@ mod tests {
 
     #[test]
     fn opens_after_failures_in_a_row_and_a_probe_closes_it() {
-        let breaker = Breaker::new(3, Duration::from_millis(50));
+        let breaker = Breaker::new(3, Duration::from_millis(50), &"test".into());
         breaker.admit().unwrap().failed();
         breaker.admit().unwrap().failed();
         breaker.admit().unwrap().succeeded(); // the count restarts
@@ -217,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_failed_probe_opens_it_again_and_a_dropped_one_lets_another_probe() {
-        let breaker = Breaker::new(1, Duration::from_millis(30));
+        let breaker = Breaker::new(1, Duration::from_millis(30), &"test".into());
         breaker.admit().unwrap().failed();
         assert!(breaker.admit().is_err());
         std::thread::sleep(Duration::from_millis(40));
@@ -231,7 +236,7 @@ mod tests {
 
     #[test]
     fn retries_stay_within_their_share_of_requests() {
-        let budget = RetryBudget::new(100, 2);
+        let budget = RetryBudget::new(100, 2, &"test".into());
         assert!(budget.withdraw() && budget.withdraw() && !budget.withdraw(), "starts full, at the cap");
         for _ in 0..10 {
             budget.deposit();

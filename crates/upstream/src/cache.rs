@@ -134,6 +134,8 @@ pub(crate) struct PluginCache {
     cache: Arc<AnswerCache>,
     plugin: u64,
     generation: Arc<AtomicU64>,
+    /// The upstream, as its metrics are labelled.
+    upstream: Arc<str>,
 }
 
 impl AnswerCache {
@@ -145,9 +147,9 @@ impl AnswerCache {
     }
 
     /// A view for a new plugin instance.
-    pub(crate) fn for_plugin(self: &Arc<Self>) -> PluginCache {
+    pub(crate) fn for_plugin(self: &Arc<Self>, upstream: &Arc<str>) -> PluginCache {
         let plugin = NEXT_PLUGIN.fetch_add(1, Ordering::Relaxed);
-        PluginCache { cache: Arc::clone(self), plugin, generation: Arc::default() }
+        PluginCache { cache: Arc::clone(self), plugin, generation: Arc::default(), upstream: Arc::clone(upstream) }
     }
 }
 
@@ -167,11 +169,11 @@ fn audience(cx: &CallContext) -> Arc<str> {
     format!("{:?}|{:?}|{:?}", caller.principal, caller.client_id, caller.scopes).into()
 }
 
-fn record(outcome: &'static str) {
-    switchyard_telemetry::metrics().upstream_cache(outcome);
-}
-
 impl PluginCache {
+    fn record(&self, outcome: &'static str) {
+        switchyard_telemetry::metrics().upstream_cache(outcome, &self.upstream);
+    }
+
     fn key(&self, method: &'static str, target: &Arc<str>, audience: Option<Arc<str>>) -> Key {
         self.key_in(self.generation(), method, target, audience)
     }
@@ -204,7 +206,7 @@ impl PluginCache {
             return fetch.await.map(|(result, _)| Arc::new(result));
         };
         if let Some(kept) = entries.get(&self.key(method, &target, None)).await {
-            record("hit");
+            self.record("hit");
             return Ok(kept.result);
         }
         let asked = AtomicBool::new(false);
@@ -220,7 +222,7 @@ impl PluginCache {
             .await
             .map_err(|error| (*error).clone())?;
         let fetched_here = asked.load(Ordering::Relaxed);
-        record(if fetched_here { "miss" } else { "hit" });
+        self.record(if fetched_here { "miss" } else { "hit" });
         if fetched_here {
             if ByTtl::ttl(&private, &kept).is_zero() {
                 // Kept only for the requests that waited on it, which have it now.
@@ -240,7 +242,7 @@ impl PluginCache {
             Some(kept) => Some(kept),
             None => entries.get(&self.key(method, target, Some(audience(cx)))).await,
         };
-        record(if kept.is_some() { "hit" } else { "miss" });
+        self.record(if kept.is_some() { "hit" } else { "miss" });
         kept.map(|kept| kept.result)
     }
 

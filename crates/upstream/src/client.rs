@@ -26,7 +26,7 @@ mod listen;
 mod relay;
 mod token;
 
-use answer::{read_capped, sse_refused};
+use answer::read_capped;
 use cancel::CancelOnDrop;
 use relay::Relay;
 use token::{ExchangedTokens, Token};
@@ -92,14 +92,6 @@ pub enum CallError {
     Limit(Bound, String),
 }
 
-impl CallError {
-    /// The upstream broke `bound`, as `detail` says: counted, and an error.
-    pub(crate) fn limit(bound: Bound, detail: impl Into<String>) -> Self {
-        bound.record();
-        Self::Limit(bound, detail.into())
-    }
-}
-
 /// Which revision the upstream speaks, learned on first contact.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Era {
@@ -156,6 +148,8 @@ pub struct McpClient {
     breaker: Breaker,
     /// What retries this upstream's failures may still cost.
     retries: RetryBudget,
+    /// The upstream as its metrics are labelled: its plugin's namespace.
+    upstream: Arc<str>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -166,7 +160,8 @@ impl std::fmt::Debug for McpClient {
 
 impl McpClient {
     /// A client for `spec` under `policy`, reading no more than `limits`
-    /// allow. Secrets are read now.
+    /// allow; its metrics are labelled `upstream` (its plugin's namespace).
+    /// Secrets are read now.
     ///
     /// # Errors
     /// A refused URL or an unreadable secret, as `(field, reason)`.
@@ -174,7 +169,9 @@ impl McpClient {
         spec: UpstreamSpec,
         policy: OutboundPolicy,
         limits: UpstreamLimits,
+        upstream: &str,
     ) -> Result<Arc<Self>, (String, String)> {
+        let upstream: Arc<str> = upstream.into();
         policy.check_url(&spec.url).map_err(|e| ("spec.url".to_owned(), e))?;
         let header = match &spec.credentials {
             Credentials::Header { name, value } => {
@@ -217,14 +214,26 @@ impl McpClient {
             header,
             next_id: AtomicU64::new(1),
             in_flight: tokio::sync::Semaphore::new(limits.max_in_flight),
-            breaker: Breaker::new(limits.breaker_failures, limits.breaker_open),
-            retries: bounded::retry_budget(),
+            breaker: Breaker::new(limits.breaker_failures, limits.breaker_open, &upstream),
+            retries: bounded::retry_budget(&upstream),
+            upstream,
         }))
     }
 
     /// The spec this client was built from.
     pub fn spec(&self) -> &UpstreamSpec {
         &self.spec
+    }
+
+    /// The upstream as its metrics are labelled: its plugin's namespace.
+    pub fn upstream(&self) -> &Arc<str> {
+        &self.upstream
+    }
+
+    /// The upstream broke `bound`, as `detail` says: counted, and an error.
+    pub(crate) fn refused(&self, bound: Bound, detail: impl Into<String>) -> CallError {
+        bound.record(&self.upstream);
+        CallError::Limit(bound, detail.into())
     }
 
     /// The bounds this client reads under.
@@ -574,11 +583,11 @@ impl McpClient {
             let cap = self.limits.max_message_bytes;
             let bytes = read_capped(response, cap)
                 .await?
-                .ok_or_else(|| CallError::limit(Bound::MessageBytes, format!("a JSON answer exceeds {cap} bytes")))?;
+                .ok_or_else(|| self.refused(Bound::MessageBytes, format!("a JSON answer exceeds {cap} bytes")))?;
             let values = json_values(&bytes);
             if values > self.limits.max_message_values {
                 let detail = format!("a JSON answer holds more than {} values", self.limits.max_message_values);
-                return Err(CallError::limit(Bound::MessageValues, detail));
+                return Err(self.refused(Bound::MessageValues, detail));
             }
             let reply = serde_json::from_slice::<Value>(&bytes)
                 .map_err(|e| CallError::Transport(format!("HTTP {status}: the answer is not JSON ({e})")))?;

@@ -111,7 +111,7 @@ impl Follower {
             };
             gap = true;
             if flooded {
-                Bound::Flood.record();
+                Bound::Flood.record(self.client.upstream());
                 tracing::warn!(upstream = %self.client.spec().url, "the upstream floods its listen stream; reopening it after a backoff");
             } else {
                 if let Err(error) = outcome {

@@ -6,6 +6,7 @@
 //! could otherwise take the memory or CPU of every replica at once. Each
 //! bound here turns that into an error for that upstream alone.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use switchyard_settings::Section;
@@ -184,9 +185,9 @@ impl Bound {
         }
     }
 
-    /// Counts this refusal.
-    pub(crate) fn record(self) {
-        switchyard_telemetry::metrics().upstream_refused(self.label());
+    /// Counts this refusal of `upstream`'s answer.
+    pub(crate) fn record(self, upstream: &Arc<str>) {
+        switchyard_telemetry::metrics().upstream_refused(self.label(), upstream);
     }
 }
 

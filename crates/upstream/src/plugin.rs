@@ -89,12 +89,13 @@ impl UpstreamPlugin {
         changes: Option<ListChanges>,
         cache: &Arc<AnswerCache>,
     ) -> Result<Self, CallError> {
+        let upstream = Arc::clone(client.upstream());
         let plugin = Self {
             id: id.to_owned(),
             client,
             lists: Arc::default(),
             stop: CancellationToken::new(),
-            cache: cache.for_plugin(),
+            cache: cache.for_plugin(&upstream),
             tools_cacheable: AtomicBool::new(false),
         };
         let Some(changes) = changes else {
@@ -238,10 +239,9 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
         loop {
             pages += 1;
             if pages > limits.max_list_pages {
-                return Err(CallError::limit(
-                    Bound::ListPages,
-                    format!("{method} has more than {} pages", limits.max_list_pages),
-                ));
+                return Err(
+                    client.refused(Bound::ListPages, format!("{method} has more than {} pages", limits.max_list_pages))
+                );
             }
             let mut params = Map::new();
             if let Some(cursor) = &cursor {
@@ -256,16 +256,15 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
             taken.bytes = taken.bytes.saturating_add(weight.bytes);
             taken.values = taken.values.saturating_add(weight.values);
             if taken.values > limits.max_list_values {
-                return Err(CallError::limit(
+                return Err(client.refused(
                     Bound::ListValues,
                     format!("the lists hold more than {} JSON values", limits.max_list_values),
                 ));
             }
             if taken.bytes > limits.max_list_bytes {
-                return Err(CallError::limit(
-                    Bound::ListBytes,
-                    format!("the lists exceed {} bytes", limits.max_list_bytes),
-                ));
+                return Err(
+                    client.refused(Bound::ListBytes, format!("the lists exceed {} bytes", limits.max_list_bytes))
+                );
             }
             if let Some(ms) = page.get("ttlMs").and_then(Value::as_u64) {
                 let page_ttl = Duration::from_millis(ms);
@@ -273,10 +272,8 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
             }
             if let Some(Value::Array(page_items)) = page.get_mut(key).map(Value::take) {
                 if items.len() + page_items.len() > limits.max_list_items {
-                    return Err(CallError::limit(
-                        Bound::ListItems,
-                        format!("{method} has more than {} items", limits.max_list_items),
-                    ));
+                    return Err(client
+                        .refused(Bound::ListItems, format!("{method} has more than {} items", limits.max_list_items)));
                 }
                 items.extend(page_items);
             }

@@ -62,8 +62,10 @@ async fn reads_are_kept_for_their_ttl_asked_once_at_a_time_and_dropped_on_change
         read(&client, "hostile://public").await != first
     })
     .await;
-    let hits = crate::upstreams::metric(&replica, r#"switchyard_upstream_cache_total{result="hit"}"#).await;
-    let misses = crate::upstreams::metric(&replica, r#"switchyard_upstream_cache_total{result="miss"}"#).await;
+    let hits =
+        crate::upstreams::metric(&replica, r#"switchyard_upstream_cache_total{result="hit",upstream="h"}"#).await;
+    let misses =
+        crate::upstreams::metric(&replica, r#"switchyard_upstream_cache_total{result="miss",upstream="h"}"#).await;
     assert!(hits >= 3 + 7 && misses >= 5, "hits {hits}, misses {misses}");
 }
 

@@ -45,11 +45,15 @@ async fn call_ok(client: &Client) -> (String, bool) {
 /// upstream being asked; the replica's other tools answer. Once the open
 /// time has passed, one call probes the upstream, and when it answers, its
 /// tool works again. Each step is counted in `switchyard.upstream.breaker`.
+/// Another upstream beside it (`g`) is not touched: its tool answers, and
+/// its series stay its own.
 #[tokio::test]
 async fn an_upstream_that_keeps_failing_is_not_asked_until_a_probe_answers() {
     let upstream = HostileUpstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let replica = replica_of(&upstream, &dir).await;
+    let healthy = HostileUpstream::start().await;
+    register(&replica, json!({"namespace": "g", "kind": "upstream", "spec": {"url": healthy.url()}})).await;
     let client = replica.client();
     serves_h_ok(&client).await;
     assert_eq!(call_ok(&client).await, ("ok".to_owned(), false));
@@ -65,8 +69,11 @@ async fn an_upstream_that_keeps_failing_is_not_asked_until_a_probe_answers() {
     }
     assert_eq!(upstream.asked("tools/call"), asked, "not sent while the breaker is open");
     assert_eq!(echo(&client).await["content"][0]["text"], "still here");
-    assert!(metric(&replica, r#"switchyard_upstream_breaker_total{event="opened"}"#).await >= 1);
-    assert!(metric(&replica, r#"switchyard_upstream_breaker_total{event="rejected"}"#).await >= 5);
+    let g_ok = client.request("tools/call", json!({"name": "g_ok", "arguments": {}})).await;
+    assert_eq!(g_ok.result()["content"][0]["text"], "ok", "the other upstream answers");
+    assert!(metric(&replica, r#"switchyard_upstream_breaker_total{event="opened",upstream="h"}"#).await >= 1);
+    assert_eq!(metric(&replica, r#"switchyard_upstream_breaker_total{event="opened",upstream="g"}"#).await, 0);
+    assert!(metric(&replica, r#"switchyard_upstream_breaker_total{event="rejected",upstream="h"}"#).await >= 5);
 
     upstream.become_(Behaviour::Honest);
     until("a probe answers and the tool works again", Duration::from_secs(10), async || {
@@ -74,7 +81,7 @@ async fn an_upstream_that_keeps_failing_is_not_asked_until_a_probe_answers() {
     })
     .await;
     assert!(upstream.asked("tools/call") > asked);
-    assert!(metric(&replica, r#"switchyard_upstream_breaker_total{event="closed"}"#).await >= 1);
+    assert!(metric(&replica, r#"switchyard_upstream_breaker_total{event="closed",upstream="h"}"#).await >= 1);
 }
 
 /// A connection reset on first contact does not fail registration: the
@@ -87,7 +94,7 @@ async fn idempotent_requests_are_retried_and_tool_calls_never() {
     let dir = tempfile::tempdir().unwrap();
     let replica = replica_of(&upstream, &dir).await;
     assert!(upstream.asked("server/discover") >= 2, "the first discovery was cut off and sent again");
-    assert!(metric(&replica, "switchyard_upstream_retries_total").await >= 1);
+    assert!(metric(&replica, r#"switchyard_upstream_retries_total{upstream="h"}"#).await >= 1);
     let client = replica.client();
     serves_h_ok(&client).await;
     let before = upstream.asked("tools/call");
@@ -115,7 +122,70 @@ async fn answers_over_a_bound_do_not_open_the_breaker() {
         let (text, is_error) = call_ok(&client).await;
         assert!(is_error && text.contains("upstream.max_message_bytes"), "{text}");
     }
-    assert_eq!(metric(&replica, r#"switchyard_upstream_breaker_total{event="opened"}"#).await, 0);
+    assert_eq!(metric(&replica, r#"switchyard_upstream_breaker_total{event="opened",upstream="h"}"#).await, 0);
     upstream.become_(Behaviour::Honest);
     assert_eq!(call_ok(&client).await, ("ok".to_owned(), false));
+}
+
+/// The median time of `calls` calls of `tool`.
+async fn median_latency(client: &Client, tool: &str, arguments: &Value, calls: usize) -> Duration {
+    let mut times = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let started = Instant::now();
+        let reply = client.request("tools/call", json!({"name": tool, "arguments": arguments})).await;
+        assert_ne!(reply.result()["isError"], true, "{tool}: {:?}", reply.messages);
+        times.push(started.elapsed());
+    }
+    times.sort_unstable();
+    times[calls / 2]
+}
+
+/// An upstream that hangs, with a full house of calls waiting on it, costs
+/// the replica's other tools (a built-in, another upstream's) no latency:
+/// their median stays within a small factor of what it was before, in the
+/// same run (a ratio: absolute times depend on the machine).
+#[tokio::test]
+async fn an_upstream_that_hangs_costs_the_other_tools_no_latency() {
+    let upstream = HostileUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = replica_of(&upstream, &dir).await;
+    let healthy = HostileUpstream::start().await;
+    register(&replica, json!({"namespace": "g", "kind": "upstream", "spec": {"url": healthy.url()}})).await;
+    let client = replica.client();
+    serves_h_ok(&client).await;
+    until("the replica serves the other upstream's tool", Duration::from_secs(10), async || {
+        tool_names(&client).await.contains(&"g_ok".to_owned())
+    })
+    .await;
+    let echo_arguments = json!({"text": "still here"});
+    let (echo_before, g_before) = (
+        median_latency(&client, "echo", &echo_arguments, 21).await,
+        median_latency(&client, "g_ok", &json!({}), 21).await,
+    );
+
+    upstream.become_(Behaviour::Hang);
+    let hanging: Vec<_> = (0..16)
+        .map(|_| {
+            let client = replica.client();
+            tokio::spawn(async move { client.request("tools/call", json!({"name": "h_ok", "arguments": {}})).await })
+        })
+        .collect();
+    until("the calls hang at the upstream", Duration::from_secs(10), async || upstream.asked("tools/call") >= 16).await;
+    let (echo_during, g_during) = (
+        median_latency(&client, "echo", &echo_arguments, 21).await,
+        median_latency(&client, "g_ok", &json!({}), 21).await,
+    );
+    let ratio = |during: Duration, before: Duration| during.as_secs_f64() / before.as_secs_f64().max(1e-6);
+    println!(
+        "median latency while an upstream hangs, as a ratio to before: echo {:.2}, another upstream's tool {:.2}",
+        ratio(echo_during, echo_before),
+        ratio(g_during, g_before)
+    );
+    assert!(ratio(echo_during, echo_before) < 5.0, "echo: {echo_before:?} before, {echo_during:?} while h hangs");
+    assert!(ratio(g_during, g_before) < 5.0, "g_ok: {g_before:?} before, {g_during:?} while h hangs");
+
+    upstream.become_(Behaviour::Honest);
+    for call in hanging {
+        let _ = call.await.unwrap();
+    }
 }

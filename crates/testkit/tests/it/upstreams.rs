@@ -61,9 +61,10 @@ pub(crate) async fn metric(replica: &ServerProcess, series: &str) -> u64 {
     text.lines().find_map(|line| line.strip_prefix(prefix.as_str())).map_or(0, |n| n.trim().parse().unwrap())
 }
 
-/// `switchyard_upstream_refusals_total{bound=…}` on `replica`'s `/metrics`.
+/// `switchyard_upstream_refusals_total{bound=…}` of the upstream registered
+/// as `h` on `replica`'s `/metrics`.
 async fn refusals(replica: &ServerProcess, bound: &str) -> u64 {
-    metric(replica, &format!("switchyard_upstream_refusals_total{{bound=\"{bound}\"}}")).await
+    metric(replica, &format!("switchyard_upstream_refusals_total{{bound=\"{bound}\",upstream=\"h\"}}")).await
 }
 
 pub(crate) async fn echo(client: &Client) -> Value {

@@ -27,7 +27,7 @@ impl McpClient {
             read = read.saturating_add(chunk.len());
             // Progress and log messages are relayed; the upstream's own
             // requests on the stream are not (yet).
-            for message in events.push(&chunk).map_err(sse_refused)? {
+            for message in events.push(&chunk).map_err(|e| self.sse_refused(e))? {
                 if &message.value["id"] == id && message.value.get("method").is_none() {
                     return Ok((message.value, Weight { bytes: read, values: message.values }));
                 }
@@ -36,7 +36,7 @@ impl McpClient {
                 }
             }
             if read > self.limits.max_stream_bytes {
-                return Err(CallError::limit(
+                return Err(self.refused(
                     Bound::StreamBytes,
                     format!("the SSE answer exceeds {} bytes without a response", self.limits.max_stream_bytes),
                 ));
@@ -44,15 +44,15 @@ impl McpClient {
         }
         Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")))
     }
-}
 
-/// An SSE event that broke a bound, as the [`CallError`] naming it.
-pub(super) fn sse_refused(error: SseError) -> CallError {
-    let bound = match error {
-        SseError::EventTooLarge(_) => Bound::MessageBytes,
-        SseError::EventTooDense(_) => Bound::MessageValues,
-    };
-    CallError::limit(bound, error.to_string())
+    /// An SSE event that broke a bound, counted, as the [`CallError`] naming it.
+    pub(super) fn sse_refused(&self, error: SseError) -> CallError {
+        let bound = match error {
+            SseError::EventTooLarge(_) => Bound::MessageBytes,
+            SseError::EventTooDense(_) => Bound::MessageValues,
+        };
+        self.refused(bound, error.to_string())
+    }
 }
 
 /// The whole body of `response`, or `None` as soon as it is known to

@@ -3,6 +3,7 @@
 //! the caller's deadline and the spec's timeout, and, when idempotent and
 //! failed in transport, is sent again within a retry budget.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -17,9 +18,9 @@ use crate::limits::Bound;
 const RETRIES_PER_THOUSAND_REQUESTS: u32 = 100;
 const RETRIES_IN_HAND: u32 = 10;
 
-/// A full retry budget for a new client.
-pub(super) fn retry_budget() -> RetryBudget {
-    RetryBudget::new(RETRIES_PER_THOUSAND_REQUESTS, RETRIES_IN_HAND)
+/// A full retry budget for a new client of `upstream`.
+pub(super) fn retry_budget(upstream: &Arc<str>) -> RetryBudget {
+    RetryBudget::new(RETRIES_PER_THOUSAND_REQUESTS, RETRIES_IN_HAND, upstream)
 }
 
 /// Requests that change nothing at the upstream, so one that failed in
@@ -69,7 +70,7 @@ impl McpClient {
                     "{} requests to it are in flight and none ended within {timeout:?}",
                     self.limits.max_in_flight
                 );
-                return Err(CallError::limit(Bound::InFlight, detail));
+                return Err(self.refused(Bound::InFlight, detail));
             };
             if attempt == 0 {
                 self.retries.deposit();

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use switchyard_protocol::method::request;
 use switchyard_protocol::{meta, version};
 
-use super::{CallError, Era, McpClient, sse_refused};
+use super::{CallError, Era, McpClient};
 use crate::sse::SseBuffer;
 
 impl McpClient {
@@ -56,7 +56,7 @@ impl McpClient {
             let Some(chunk) = chunk else { return Ok(()) };
             let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
             let before = events.events();
-            let messages = events.push(&chunk).map_err(sse_refused)?;
+            let messages = events.push(&chunk).map_err(|e| self.sse_refused(e))?;
             // Every event counts, not only notifications: comments and other
             // messages cost reading too.
             let others = (events.events() - before).saturating_sub(messages.len());
