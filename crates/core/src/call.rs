@@ -342,7 +342,7 @@ pub(crate) fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value
 const MAX_LEGACY_ROUNDS: usize = 8;
 
 /// The client capability an embedded input request needs.
-pub(crate) fn required_capability(request: &Value) -> Option<ClientCapability> {
+pub fn required_capability(request: &Value) -> Option<ClientCapability> {
     let params = request.get("params");
     match request.get("method")?.as_str()? {
         input::ELICIT if params.and_then(|p| p.get("mode")).and_then(Value::as_str) == Some("url") => {

@@ -51,6 +51,7 @@ mod telemetry;
 mod uri_template;
 
 pub use caching::{CachePolicy, CacheScope};
+pub use call::required_capability;
 pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use listen::{ListenFrame, ListenHub, ListenLimits, ListenNotification, ListenStream};

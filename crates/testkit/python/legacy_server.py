@@ -9,6 +9,7 @@ import sys
 import anyio
 
 from mcp.server.fastmcp import Context, FastMCP
+from pydantic import BaseModel
 
 server = FastMCP("legacy-upstream", host="127.0.0.1", port=int(sys.argv[1]), log_level="WARNING")
 
@@ -30,6 +31,20 @@ async def steps(ctx: Context) -> str:
             # no request, so its progress goes to the session's GET stream.
             await ctx.session.send_progress_notification(token, step, 3, related_request_id=ctx.request_id)
     return "three steps"
+
+
+class Proceed(BaseModel):
+    ok: bool
+
+
+@server.tool()
+async def confirm(ctx: Context) -> str:
+    """Asks the user, by elicitation, whether to proceed; twice if told no."""
+    first = await ctx.elicit("Proceed?", Proceed)
+    if first.action == "accept" and first.data.ok:
+        return "proceeding"
+    second = await ctx.elicit("Really not?", Proceed)
+    return f"second answer: {second.action}"
 
 
 cancelled_waits = 0

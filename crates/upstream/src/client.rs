@@ -20,6 +20,7 @@ use crate::outbound::OutboundPolicy;
 use crate::spec::{Credentials, UpstreamSpec};
 
 mod answer;
+mod asked;
 mod bounded;
 mod cancel;
 mod listen;
@@ -27,6 +28,7 @@ mod relay;
 mod token;
 
 use answer::read_capped;
+pub(crate) use asked::Reply;
 use cancel::CancelOnDrop;
 use relay::Relay;
 use token::{ExchangedTokens, Token};
@@ -71,6 +73,15 @@ pub enum CallError {
         /// The upstream's message.
         message: String,
     },
+    /// A 2025-era upstream asked our client something mid-call; the call
+    /// waits for the answer (see `client::asked`). Never reaches a caller
+    /// of [`McpClient::request`].
+    #[error("the upstream asked the client for input")]
+    Asked,
+    /// A call waiting for our client's input could not be parked, or is
+    /// not parked here.
+    #[error("{0}")]
+    Parked(String),
     /// The upstream needs our client to declare a capability it did not
     /// (`-32021`): our client hears which.
     #[error("the upstream needs the client capability {0:?}")]
@@ -150,6 +161,8 @@ pub struct McpClient {
     retries: RetryBudget,
     /// The upstream as its metrics are labelled: its plugin's namespace.
     upstream: Arc<str>,
+    /// Its calls waiting for our clients' input.
+    parked: asked::ParkedCalls,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -217,6 +230,7 @@ impl McpClient {
             breaker: Breaker::new(limits.breaker_failures, limits.breaker_open, &upstream),
             retries: bounded::retry_budget(&upstream),
             upstream,
+            parked: asked::ParkedCalls::default(),
         }))
     }
 
@@ -368,7 +382,9 @@ impl McpClient {
     async fn initialize(&self) -> Result<Era, CallError> {
         let params = json!({
             "protocolVersion": LEGACY_VERSION,
-            "capabilities": {},
+            // What a tool of its may ask our clients mid-call: each is relayed
+            // (`client::asked`), and a client that cannot answer is told so.
+            "capabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
             "clientInfo": {"name": "switchyard", "version": env!("CARGO_PKG_VERSION")}
         });
         let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": request::INITIALIZE, "params": params});
@@ -527,8 +543,12 @@ impl McpClient {
             _ => CancelOnDrop::unarmed(),
         };
         let answer = self.exchange(era, request_headers, body, relay, caller).await;
-        // Answered, or failed on the upstream's side or the wire: nothing is left to cancel.
-        cancel.disarm();
+        match (&answer, relay) {
+            // The call goes on, waiting for our client: cancelled if never answered.
+            (Err(CallError::Asked), Some(relay)) => relay.cancel_asked_with(cancel),
+            // Answered, or failed on the upstream's side or the wire: nothing is left to cancel.
+            _ => cancel.disarm(),
+        }
         answer
     }
 
@@ -578,7 +598,7 @@ impl McpClient {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let id = &body["id"];
         let (reply, weight) = if is_sse {
-            self.reply_from_events(response, id, relay).await?
+            self.reply_from_events(response, id, relay, era).await?
         } else {
             let cap = self.limits.max_message_bytes;
             let bytes = read_capped(response, cap)

@@ -18,6 +18,9 @@ const MAX_INPUT_REQUESTS: usize = 16;
 const MAX_KEY_BYTES: usize = 256;
 /// Where, in the state we carry, the upstream's own `requestState` is.
 const UPSTREAM_STATE: &str = "upstream";
+/// Where, in the state we carry, the id of a 2025-era upstream's call that
+/// waits for our client's answers is.
+const PARKED: &str = "parked";
 
 /// An upstream result as ours: a final one without what our server adds
 /// itself (`resultType`, `ttlMs`, `cacheScope`), or the upstream's request
@@ -47,20 +50,9 @@ fn input_required(result: &mut Value) -> PluginResult<Outcome> {
         return Err(malformed(format!("{} input requests (1 to {MAX_INPUT_REQUESTS} may be asked)", asked.len())));
     }
     let mut requests = Map::new();
-    for (key, mut request) in asked {
-        let method = match request.get("method").and_then(Value::as_str) {
-            Some(input::ELICIT) => input::ELICIT,
-            Some(input::CREATE_MESSAGE) => input::CREATE_MESSAGE,
-            Some(input::LIST_ROOTS) => input::LIST_ROOTS,
-            _ => return Err(malformed(format!("{key:.64}: not an elicitation, sampling or roots request"))),
-        };
-        let params = request.get_mut("params").map_or(json!({}), Value::take);
-        if key.len() > MAX_KEY_BYTES || !params.is_object() {
-            return Err(malformed(format!(
-                "{key:.64}: a key longer than {MAX_KEY_BYTES} bytes, or params not an object"
-            )));
-        }
-        requests.insert(key, json!({ "method": method, "params": params }));
+    for (key, request) in asked {
+        let request = input_request(&key, request)?;
+        requests.insert(key, request);
     }
     let state = match result.get_mut("requestState").map(Value::take) {
         None | Some(Value::Null) => None,
@@ -68,6 +60,38 @@ fn input_required(result: &mut Value) -> PluginResult<Outcome> {
         Some(_) => return Err(malformed("a requestState that is not a string".into())),
     };
     Ok(Outcome::InputRequired { requests, state })
+}
+
+/// An input request of the upstream's under `key`, rebuilt from its method
+/// and params: nothing else it put there reaches our client.
+fn input_request(key: &str, mut request: Value) -> PluginResult<Value> {
+    let malformed = |why: &str| PluginError::Tool(format!("the upstream asked for input malformed: {key:.64}: {why}"));
+    let method = match request.get("method").and_then(Value::as_str) {
+        Some(input::ELICIT) => input::ELICIT,
+        Some(input::CREATE_MESSAGE) => input::CREATE_MESSAGE,
+        Some(input::LIST_ROOTS) => input::LIST_ROOTS,
+        _ => return Err(malformed("not an elicitation, sampling or roots request")),
+    };
+    let params = request.get_mut("params").map_or(json!({}), Value::take);
+    if key.len() > MAX_KEY_BYTES || !params.is_object() {
+        return Err(malformed("a key too long, or params not an object"));
+    }
+    Ok(json!({ "method": method, "params": params }))
+}
+
+/// A 2025-era upstream's request to our client, asked mid-call (`request`,
+/// under `key`), as our `input_required`: its call waits, parked under
+/// `parked`, which our state carries.
+pub(crate) fn asked_mid_call(parked: String, key: String, request: Value) -> PluginResult<Outcome> {
+    let request = input_request(&key, request)?;
+    let requests = Map::from_iter([(key, request)]);
+    Ok(Outcome::InputRequired { requests, state: Some(json!({ PARKED: parked })) })
+}
+
+/// On a retry, the id of the 2025-era upstream's call that waits for our
+/// client's answers, if this retry is for one.
+pub(crate) fn parked(cx: &CallContext) -> Option<&str> {
+    cx.input()?.state.as_ref()?.get(PARKED)?.as_str()
 }
 
 /// On a retry, our client's answers and the upstream's own state, as the

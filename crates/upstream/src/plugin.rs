@@ -8,14 +8,14 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use switchyard_core::catalog::{ListChanges, ListKind};
 use switchyard_core::plugin::{CompletionRef, PluginResult};
-use switchyard_core::{CallContext, Outcome, Plugin, PluginError};
+use switchyard_core::{CallContext, Outcome, Plugin, PluginError, required_capability};
 use switchyard_protocol::headers;
 use switchyard_protocol::method::request;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{AnswerCache, Kept, PluginCache, named_target};
-use crate::client::{CallError, McpClient, Weight};
+use crate::client::{CallError, McpClient, Reply, Weight};
 use crate::follow::Follower;
 use crate::input::{self, outcome};
 use crate::limits::{Backoff, Bound};
@@ -370,11 +370,31 @@ impl Plugin for UpstreamPlugin {
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
             input::answer(&mut params, &cx);
-            let result = tokio::select! {
-                result = self.client.request_relayed(request::TOOLS_CALL, params, Some(name), &extra, &cx) => result,
+            let calling = async {
+                match (input::parked(&cx), cx.input()) {
+                    // A 2025-era upstream's call that waits for these answers.
+                    (Some(parked), Some(round)) => self.client.resume(parked, &round.responses, &cx).await,
+                    _ => self.client.request_interruptible(request::TOOLS_CALL, params, Some(name), &extra, &cx).await,
+                }
+            };
+            let reply = tokio::select! {
+                reply = calling => reply,
                 () = cx.cancellation().cancelled() => return Err(PluginError::Tool("the call was cancelled".into())),
             };
-            let (result, weight) = result.map_err(refused)?;
+            let (result, weight) = match reply.map_err(refused)? {
+                Reply::Answer(result, weight) => (result, weight),
+                Reply::Asked { parked, key, request } => {
+                    // A client that cannot answer is told now, and the upstream's call let go.
+                    let declared = cx.input_capabilities();
+                    if let Some(needed) =
+                        required_capability(&request).filter(|needed| !needed.is_declared_in(&declared))
+                    {
+                        self.client.let_go(&parked);
+                        return Err(PluginError::MissingCapability(needed));
+                    }
+                    return input::asked_mid_call(parked, key, request);
+                }
+            };
             if !read_only || result.get("ttlMs").is_none() {
                 return outcome(result);
             }

@@ -4,13 +4,16 @@
 //! client) or on the call's stream (a 2025-era one), and the answers and the
 //! upstream's own `requestState` go back to it, sealed inside ours on the
 //! way, so the client can neither read nor change it. The upstream learns
-//! what our client can be asked for from our client's own declaration.
+//! what our client can be asked for from our client's own declaration. A
+//! 2025-era upstream (the official Python SDK) that asks our client in the
+//! middle of a call has its question relayed the same way while the call
+//! waits.
 
 // Helpers here are test code too; clippy only knows #[test] functions as such.
 #![allow(clippy::unwrap_used)]
 
 use serde_json::{Value, json};
-use switchyard_testkit::{App, Client, Reply};
+use switchyard_testkit::{App, Client, LegacyPythonServer, Reply};
 
 use crate::plugins::{Admin, upstreams_on_loopback};
 use crate::protocol::{SHARED_STATE_KEY, legacy_elicitation};
@@ -123,4 +126,67 @@ async fn a_2025_era_client_answers_an_upstreams_input_request_on_its_stream() {
     let events = legacy_elicitation("up_test_elicitation", app.url(), app.url()).await;
     assert_eq!(events[1]["id"], 5, "{events:?}");
     assert!(events[1]["result"]["content"][0]["text"].as_str().unwrap().contains("ada"), "{events:?}");
+}
+
+/// The one input request of an `input_required` result: its key and request.
+fn only_request(asked: &Value) -> (String, Value) {
+    let requests = asked["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{asked}");
+    let (key, request) = requests.iter().next().unwrap();
+    (key.clone(), request.clone())
+}
+
+/// A 2025-era upstream (the official Python SDK) whose tool asks our client
+/// mid-call, on the call's stream, and waits: the question reaches our
+/// client as our `input_required`, the answer goes back to the waiting call,
+/// and a second question is asked the same way. The call waits on the
+/// replica that made it: a retry on another is refused, saying so. A
+/// client that cannot answer is told at once, with what it lacks.
+#[tokio::test]
+async fn a_2025_era_upstreams_question_mid_call_reaches_the_client() {
+    let legacy = LegacyPythonServer::start().await;
+    let secrets = tempfile::tempdir().unwrap();
+    let mut env = upstreams_on_loopback(&secrets);
+    env.push(("SWITCHYARD_STATE__KEYS", SHARED_STATE_KEY));
+    let (app, other) = (App::start(&env).await, App::start(&env).await);
+    for front in [&app, &other] {
+        let spec = json!({"url": legacy.url()});
+        let (status, body) =
+            Admin::of(front).post("/plugins", json!({"namespace": "py", "kind": "upstream", "spec": spec})).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let client = app.client();
+    let elicitation = json!({"elicitation": {}});
+    let params = json!({"name": "py_confirm", "arguments": {}});
+
+    let asked = call(&client, &params, &elicitation).await.result().clone();
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let (key, request) = only_request(&asked);
+    assert_eq!(request["method"], "elicitation/create", "{request}");
+    assert_eq!(request["params"]["message"], "Proceed?", "{request}");
+    let yes = retry(&params, &asked, json!({key: accept(json!({"ok": true}))}));
+    let done = call(&client, &yes, &elicitation).await;
+    assert_eq!(done.result()["content"][0]["text"], "proceeding", "{:?}", done.messages);
+
+    let asked = call(&client, &params, &elicitation).await.result().clone();
+    let (key, _) = only_request(&asked);
+    let no = retry(&params, &asked, json!({key: accept(json!({"ok": false}))}));
+    let again = call(&client, &no, &elicitation).await.result().clone();
+    let (key, request) = only_request(&again);
+    assert_eq!(request["params"]["message"], "Really not?", "{again}");
+    let declined = retry(&params, &again, json!({key: {"action": "decline"}}));
+    let done = call(&client, &declined, &elicitation).await;
+    assert_eq!(done.result()["content"][0]["text"], "second answer: decline", "{:?}", done.messages);
+
+    let asked = call(&client, &params, &elicitation).await.result().clone();
+    let (key, _) = only_request(&asked);
+    let elsewhere =
+        call(&other.client(), &retry(&params, &asked, json!({key: accept(json!({"ok": true}))})), &elicitation).await;
+    assert_eq!(elsewhere.result()["isError"], true, "{:?}", elsewhere.messages);
+    let text = elsewhere.result()["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("no longer waits for this answer here"), "{text}");
+
+    let unable = call(&client, &params, &json!({"sampling": {}})).await;
+    assert_eq!((unable.status, unable.error_code()), (400, Some(-32021)), "{:?}", unable.messages);
+    assert_eq!(unable.response()["error"]["data"]["requiredCapabilities"], json!({"elicitation": {"form": {}}}));
 }

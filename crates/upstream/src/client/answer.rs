@@ -1,48 +1,115 @@
 //! Reading an upstream's answer: an SSE stream up to the response to our
-//! request (what comes before it relayed), or a JSON body, under the bounds.
+//! request (what comes before it relayed, or a request of the upstream's to
+//! our client), or a JSON body, under the bounds.
 
+use std::collections::VecDeque;
+
+use bytes::Bytes;
 use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use serde_json::Value;
+use switchyard_protocol::method::input;
 
-use super::{CallError, McpClient, Relay, Weight};
-use crate::limits::Bound;
-use crate::sse::{SseBuffer, SseError};
+use super::asked::Interrupted;
+use super::{CallError, Era, McpClient, Relay, Weight};
+use crate::limits::{Bound, UpstreamLimits};
+use crate::sse::{Message, SseBuffer, SseError};
+
+/// An SSE answer being read: the stream, what of it is buffered, and the
+/// messages taken out of it but not yet looked at (a chunk can hold several).
+pub(crate) struct EventReader {
+    stream: BoxStream<'static, reqwest::Result<Bytes>>,
+    events: SseBuffer,
+    queued: VecDeque<Message>,
+    read: usize,
+    status: reqwest::StatusCode,
+}
+
+impl EventReader {
+    fn new(response: reqwest::Response, limits: &UpstreamLimits) -> Self {
+        Self {
+            status: response.status(),
+            stream: response.bytes_stream().boxed(),
+            events: SseBuffer::new(limits.max_message_bytes, limits.max_message_values),
+            queued: VecDeque::new(),
+            read: 0,
+        }
+    }
+}
+
+/// What reading an SSE answer came to.
+pub(crate) enum Turn {
+    /// The response to our request, with what it took.
+    Answer(Value, Weight),
+    /// A request of the upstream's to our client (elicitation, sampling,
+    /// roots), which the upstream's call now waits on.
+    Asked(Value),
+}
 
 impl McpClient {
     /// The response to request `id` on an SSE answer, read under the bounds
     /// on each event and on the whole stream, with what it took; what comes
-    /// before it goes to `relay`, if any, in order.
+    /// before it goes to `relay`, if any, in order. A 2025-era upstream's
+    /// request to our client, when `relay` can take one, ends the read: the
+    /// rest of the stream waits in `relay` ([`CallError::Asked`]).
     pub(super) async fn reply_from_events(
         &self,
         response: reqwest::Response,
         id: &Value,
         relay: Option<&Relay<'_>>,
+        era: &Era,
     ) -> Result<(Value, Weight), CallError> {
-        let status = response.status();
-        let mut events = SseBuffer::new(self.limits.max_message_bytes, self.limits.max_message_values);
-        let mut read = 0_usize;
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-            read = read.saturating_add(chunk.len());
-            // Progress and log messages are relayed; the upstream's own
-            // requests on the stream are not (yet).
-            for message in events.push(&chunk).map_err(|e| self.sse_refused(e))? {
+        let mut reader = EventReader::new(response, &self.limits);
+        let waiting =
+            relay.filter(|relay| relay.may_be_asked() && matches!(era, Era::Session { session: Some(_), .. }));
+        match self.next_turn(&mut reader, id, relay, waiting.is_some()).await? {
+            Turn::Answer(message, weight) => Ok((message, weight)),
+            Turn::Asked(request) => {
+                if let Some(relay) = waiting {
+                    relay.asked(Interrupted::new(reader, request, id.clone(), era.clone()));
+                }
+                Err(CallError::Asked)
+            }
+        }
+    }
+
+    /// Reads on until the response to request `id` (or, when `may_ask`,
+    /// a request of the upstream's to our client); what comes before goes
+    /// to `relay`, if any.
+    pub(super) async fn next_turn(
+        &self,
+        reader: &mut EventReader,
+        id: &Value,
+        relay: Option<&Relay<'_>>,
+        may_ask: bool,
+    ) -> Result<Turn, CallError> {
+        loop {
+            while let Some(message) = reader.queued.pop_front() {
                 if &message.value["id"] == id && message.value.get("method").is_none() {
-                    return Ok((message.value, Weight { bytes: read, values: message.values }));
+                    return Ok(Turn::Answer(message.value, Weight { bytes: reader.read, values: message.values }));
+                }
+                if may_ask && message.value.get("id").is_some() && asks_our_client(&message.value) {
+                    return Ok(Turn::Asked(message.value));
                 }
                 if let Some(relay) = relay {
                     relay.pass(&message.value, id).await;
                 }
             }
-            if read > self.limits.max_stream_bytes {
+            if reader.read > self.limits.max_stream_bytes {
                 return Err(self.refused(
                     Bound::StreamBytes,
                     format!("the SSE answer exceeds {} bytes without a response", self.limits.max_stream_bytes),
                 ));
             }
+            let Some(chunk) = reader.stream.next().await else {
+                let status = reader.status;
+                return Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")));
+            };
+            let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
+            reader.read = reader.read.saturating_add(chunk.len());
+            let messages = reader.events.push(&chunk).map_err(|e| self.sse_refused(e))?;
+            reader.queued.extend(messages);
         }
-        Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")))
     }
 
     /// An SSE event that broke a bound, counted, as the [`CallError`] naming it.
@@ -72,4 +139,10 @@ pub(super) async fn read_capped(response: reqwest::Response, cap: usize) -> Resu
         body.extend_from_slice(&chunk);
     }
     Ok(Some(body))
+}
+
+/// Whether `message` is a request our client can be asked to answer: what
+/// a 2025-era upstream sends on a call's stream when its tool needs input.
+fn asks_our_client(message: &Value) -> bool {
+    matches!(message["method"].as_str(), Some(input::ELICIT | input::CREATE_MESSAGE | input::LIST_ROOTS))
 }

@@ -1,11 +1,16 @@
 //! [`Relay`]: what an upstream says on a call's stream besides its answer
 //! (progress, log messages), passed on to our client as its request asked.
 
+use std::sync::Mutex;
+
 use serde_json::{Map, Value, json};
 use switchyard_core::{CallContext, Caller};
 use switchyard_protocol::logging::LoggingLevel;
 use switchyard_protocol::meta;
 use switchyard_protocol::method::notification;
+
+use super::asked::Interrupted;
+use super::cancel::CancelOnDrop;
 
 /// The call whose progress and log messages an upstream request relays.
 ///
@@ -16,12 +21,46 @@ use switchyard_protocol::method::notification;
 /// typed fields, so nothing else an upstream put in it is passed on.
 pub(crate) struct Relay<'a> {
     cx: &'a CallContext,
+    /// Where a 2025-era upstream's request to our client is kept, with the
+    /// call that waits on it, when this call can take one.
+    asked: Option<Mutex<Option<Interrupted>>>,
 }
 
 impl<'a> Relay<'a> {
     /// Relays to `cx`'s request.
     pub(crate) fn to(cx: &'a CallContext) -> Self {
-        Self { cx }
+        Self { cx, asked: None }
+    }
+
+    /// This call can take the upstream's request to our client.
+    pub(crate) fn may_ask(self) -> Self {
+        Self { asked: Some(Mutex::new(None)), ..self }
+    }
+
+    /// Whether this call can take the upstream's request to our client.
+    pub(crate) fn may_be_asked(&self) -> bool {
+        self.asked.is_some()
+    }
+
+    /// Keeps the call the upstream asked our client something in.
+    pub(crate) fn asked(&self, call: Interrupted) {
+        if let Some(slot) = &self.asked {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(call);
+        }
+    }
+
+    /// The notice that cancels the asked call, should nobody answer it.
+    pub(crate) fn cancel_asked_with(&self, cancel: CancelOnDrop) {
+        let Some(slot) = &self.asked else { return cancel.disarm() };
+        match slot.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            Some(call) => call.cancel_with(cancel),
+            None => cancel.disarm(),
+        }
+    }
+
+    /// The call the upstream asked our client something in.
+    pub(crate) fn take_asked(&self) -> Option<Interrupted> {
+        self.asked.as_ref()?.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// Who the call is for.
