@@ -93,6 +93,30 @@ pub enum Event {
         /// `{"result": …}` or `{"error": …}`, as the client sent it.
         response: serde_json::Value,
     },
+    /// A client's answers to the question of a 2025-era upstream's call
+    /// parked on replica `replica`; the retry that brought them arrived at
+    /// another replica, which waits for the call's next turn under `reply_to`.
+    ParkedAnswer {
+        /// The replica whose call waits.
+        replica: String,
+        /// The parked call's id.
+        parked: String,
+        /// Who answers: the call's own caller (its accounting key).
+        caller: String,
+        /// The client's `inputResponses`.
+        responses: serde_json::Value,
+        /// What the turn is published under.
+        reply_to: String,
+    },
+    /// The next turn of a parked call that a [`Event::ParkedAnswer`] asked
+    /// for: `{"result": …}`, `{"asked": {"parked", "key", "request"}}` or
+    /// `{"error": "…"}`.
+    ParkedTurn {
+        /// The `reply_to` of the answer.
+        reply_to: String,
+        /// The turn.
+        turn: serde_json::Value,
+    },
     /// The bus was cut off from other replicas and is back. What they
     /// carried meanwhile is delivered next (or a [`Delivery::Gap`] says it
     /// cannot be); what failed to publish meanwhile was carried nowhere, so
@@ -117,6 +141,8 @@ impl Event {
             Self::TaskStatus { .. } => "task_status",
             Self::TaskCancelled { .. } => "task_cancelled",
             Self::RelayedAnswer { .. } => "relayed_answer",
+            Self::ParkedAnswer { .. } => "parked_answer",
+            Self::ParkedTurn { .. } => "parked_turn",
             Self::BusReconnected => "bus_reconnected",
             Self::EventsLost => "events_lost",
         }
@@ -132,6 +158,8 @@ impl Event {
             Self::RegistryChanged { .. }
                 | Self::ResourceUpdated { .. }
                 | Self::RelayedAnswer { .. }
+                | Self::ParkedAnswer { .. }
+                | Self::ParkedTurn { .. }
                 | Self::TaskCancelled { .. }
                 | Self::TaskStatus { .. }
                 | Self::EventsLost

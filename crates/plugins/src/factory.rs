@@ -8,11 +8,12 @@ use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
 use serde_json::Value;
+use switchyard_bus::NotificationBus;
 use switchyard_core::Plugin;
 use switchyard_core::catalog::ListChanges;
 use switchyard_core::plugin_spec::{PluginKind, SpecError, invalid};
 use switchyard_upstream::{
-    AnswerCache, McpClient, OutboundPolicy, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec,
+    AnswerCache, McpClient, OutboundPolicy, Parking, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec,
 };
 use switchyard_wasm::{HostDirs, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
@@ -73,6 +74,9 @@ pub struct Factory {
     /// Upstream answers kept for their `ttlMs`, shared by every upstream
     /// plugin this factory builds, within `upstream_limits.cache_max_bytes`.
     answers: Arc<AnswerCache>,
+    /// Where upstream calls wait for a client's input, reachable from the
+    /// other replicas over the bus.
+    parking: Arc<Parking>,
     grants: Grants,
     changes: ListChanges,
 }
@@ -86,16 +90,19 @@ impl std::fmt::Debug for Factory {
 impl Factory {
     /// A factory whose WASM plugins run with `wasm_config`, whose upstream
     /// plugins read under `upstream_limits`, whose specs may reach only what
-    /// `grants` allows, and whose plugins report list changes outside calls
-    /// to `changes`.
+    /// `grants` allows, whose plugins report list changes outside calls to
+    /// `changes`, and whose upstream calls waiting for a client's input are
+    /// reached from other replicas over `bus`.
     pub fn new(
         wasm_config: RuntimeConfig,
         upstream_limits: UpstreamLimits,
         grants: Grants,
         changes: ListChanges,
+        bus: Arc<dyn NotificationBus>,
     ) -> Self {
         let answers = AnswerCache::new(upstream_limits.cache_max_bytes);
-        Self { wasm_config, wasm: OnceLock::new(), upstream_limits, answers, grants, changes }
+        let parking = Parking::new(bus);
+        Self { wasm_config, wasm: OnceLock::new(), upstream_limits, answers, parking, grants, changes }
     }
 
     fn wasm_runtime(&self) -> Result<&Arc<Runtime>, SpecError> {
@@ -159,8 +166,14 @@ impl Factory {
                 // client reads any of them or connects anywhere.
                 let spec = UpstreamSpec::parse(plugin.spec, &self.grants.secrets)
                     .map_err(|e| invalid(format!("spec.{}", e.field), e.reason))?;
-                let client = McpClient::new(spec, self.grants.outbound.clone(), self.upstream_limits, plugin.namespace)
-                    .map_err(|(field, reason)| invalid(field, reason))?;
+                let client = McpClient::new(
+                    spec,
+                    self.grants.outbound.clone(),
+                    self.upstream_limits,
+                    plugin.namespace,
+                    &self.parking,
+                )
+                .map_err(|(field, reason)| invalid(field, reason))?;
                 let changes = (purpose == Purpose::Serve).then(|| self.changes.clone());
                 Arc::new(
                     UpstreamPlugin::connect(plugin.id, client, changes, &self.answers)

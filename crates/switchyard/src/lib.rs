@@ -75,8 +75,13 @@ impl Switchyard {
             .with_context(|| format!("opening the registry at {:?}", config.registry))?;
         let catalog = Catalog::new(builtins.clone(), Arc::clone(&bus), config.list_cache).await;
         let shutdown = CancellationToken::new();
-        let factory =
-            Arc::new(Factory::new(config.wasm, config.upstream, config.grants.clone(), catalog.list_changes()));
+        let factory = Arc::new(Factory::new(
+            config.wasm,
+            config.upstream,
+            config.grants.clone(),
+            catalog.list_changes(),
+            Arc::clone(&bus),
+        ));
         let catalog_sync = Arc::new(CatalogSync::new(registry.clone(), Arc::clone(&catalog), factory, builtins));
         catalog_sync.sync().await.context("loading the registered plugins")?;
         Arc::clone(&catalog_sync).spawn(&bus, config.registry_sync_interval, shutdown.clone());

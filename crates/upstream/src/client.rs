@@ -17,6 +17,7 @@ use tracing::Instrument as _;
 use crate::breaker::{Breaker, RetryBudget};
 use crate::limits::{Bound, UpstreamLimits, json_values};
 use crate::outbound::OutboundPolicy;
+use crate::parking::Parking;
 use crate::spec::{Credentials, UpstreamSpec};
 
 mod answer;
@@ -28,7 +29,7 @@ mod relay;
 mod token;
 
 use answer::read_capped;
-pub(crate) use asked::Reply;
+pub(crate) use asked::{Interrupted, Reply};
 use cancel::CancelOnDrop;
 use relay::Relay;
 use token::{ExchangedTokens, Token};
@@ -161,8 +162,8 @@ pub struct McpClient {
     retries: RetryBudget,
     /// The upstream as its metrics are labelled: its plugin's namespace.
     upstream: Arc<str>,
-    /// Its calls waiting for our clients' input.
-    parked: asked::ParkedCalls,
+    /// Where its calls wait for our clients' input: this replica's parking.
+    parking: Arc<Parking>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -173,7 +174,8 @@ impl std::fmt::Debug for McpClient {
 
 impl McpClient {
     /// A client for `spec` under `policy`, reading no more than `limits`
-    /// allow; its metrics are labelled `upstream` (its plugin's namespace).
+    /// allow; its metrics are labelled `upstream` (its plugin's namespace),
+    /// and its calls that wait for a client's input wait in `parking`.
     /// Secrets are read now.
     ///
     /// # Errors
@@ -183,6 +185,7 @@ impl McpClient {
         policy: OutboundPolicy,
         limits: UpstreamLimits,
         upstream: &str,
+        parking: &Arc<Parking>,
     ) -> Result<Arc<Self>, (String, String)> {
         let upstream: Arc<str> = upstream.into();
         policy.check_url(&spec.url).map_err(|e| ("spec.url".to_owned(), e))?;
@@ -230,7 +233,7 @@ impl McpClient {
             breaker: Breaker::new(limits.breaker_failures, limits.breaker_open, &upstream),
             retries: bounded::retry_budget(&upstream),
             upstream,
-            parked: asked::ParkedCalls::default(),
+            parking: Arc::clone(parking),
         }))
     }
 

@@ -11,14 +11,12 @@
 //! retry POSTs the answer to the upstream and reads on, to the result or to
 //! the next question.
 //!
-//! The parked call lives on the replica that made it: a retry that lands on
-//! another replica finds nothing there and fails, saying so. Parked calls
-//! are bounded per upstream and per caller, and let go after a while (the
-//! upstream is then told the call was cancelled).
+//! The parked call lives on the replica that made it, in its
+//! [`crate::Parking`]; a retry that lands on another replica reaches it over the
+//! bus. Parked calls are bounded, and let go after a while (the upstream is
+//! then told the call was cancelled).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use switchyard_core::{CallContext, Caller};
@@ -26,13 +24,6 @@ use switchyard_core::{CallContext, Caller};
 use super::answer::{EventReader, Turn};
 use super::cancel::CancelOnDrop;
 use super::{CallError, Era, McpClient, Relay, Weight};
-
-/// How long a parked call waits for its client's answer.
-const PARKED_FOR: Duration = Duration::from_secs(600);
-/// Most calls parked at once for one upstream, and for one caller of it:
-/// one caller cannot take the places of the others.
-const MAX_PARKED: usize = 256;
-const MAX_PARKED_PER_CALLER: usize = 16;
 
 /// An upstream call that waits for our client's answer to `request`.
 pub(crate) struct Interrupted {
@@ -57,6 +48,15 @@ impl Interrupted {
         self.cancel = cancel;
     }
 
+    /// The upstream's question as ours, the call parked under `parked`.
+    pub(crate) fn asked(&self, parked: String) -> Reply {
+        Reply::Asked {
+            parked,
+            key: self.key(),
+            request: json!({"method": self.request["method"], "params": self.request["params"]}),
+        }
+    }
+
     /// The key our client answers the upstream's request under.
     fn key(&self) -> String {
         let id = match &self.request["id"] {
@@ -76,52 +76,6 @@ pub(crate) enum Reply {
     Asked { parked: String, key: String, request: Value },
 }
 
-/// A parked call, with when it was parked and for whom.
-struct Parked {
-    call: Interrupted,
-    since: Instant,
-    caller: String,
-}
-
-/// The calls of one upstream waiting for their clients' answers.
-#[derive(Default)]
-pub(super) struct ParkedCalls(Mutex<HashMap<String, Parked>>);
-
-impl ParkedCalls {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Parks `call` for `caller` under a fresh id, after letting go of the
-    /// calls that waited too long; refused when full.
-    fn park(&self, call: Interrupted, caller: &Caller) -> Result<Reply, CallError> {
-        let caller = caller.accounting_key();
-        let mut parked = self.lock();
-        parked.retain(|_, waiting| waiting.since.elapsed() < PARKED_FOR);
-        let theirs = parked.values().filter(|waiting| waiting.caller == caller).count();
-        if parked.len() >= MAX_PARKED || theirs >= MAX_PARKED_PER_CALLER {
-            return Err(CallError::Parked(format!(
-                "too many of the upstream's calls wait for their clients' input (at most {MAX_PARKED}, {MAX_PARKED_PER_CALLER} per caller)"
-            )));
-        }
-        let id = format!("{:032x}", rand::random::<u128>());
-        let reply = Reply::Asked {
-            parked: id.clone(),
-            key: call.key(),
-            request: json!({"method": call.request["method"], "params": call.request["params"]}),
-        };
-        parked.insert(id, Parked { call, since: Instant::now(), caller });
-        Ok(reply)
-    }
-
-    /// The call parked under `id` for `caller`, if it still waits.
-    fn take(&self, id: &str, caller: &Caller) -> Option<Parked> {
-        let mut parked = self.lock();
-        let theirs = parked.get(id).is_some_and(|waiting| waiting.caller == caller.accounting_key());
-        theirs.then(|| parked.remove(id)).flatten().filter(|waiting| waiting.since.elapsed() < PARKED_FOR)
-    }
-}
-
 impl McpClient {
     /// A tool call (or any request) on behalf of `cx`, as
     /// [`McpClient::request_relayed`], except that a 2025-era upstream's
@@ -131,7 +85,7 @@ impl McpClient {
     /// # Errors
     /// See [`CallError`].
     pub(crate) async fn request_interruptible(
-        &self,
+        self: &Arc<Self>,
         method: &str,
         params: Map<String, Value>,
         name: Option<&str>,
@@ -143,44 +97,61 @@ impl McpClient {
             Ok((result, weight)) => Ok(Reply::Answer(result, weight)),
             Err(CallError::Asked) => {
                 let call = relay.take_asked().ok_or_else(|| CallError::Transport("a question went missing".into()))?;
-                self.parked.park(call, cx.caller())
+                self.parking.park(self, call, cx.caller())
             }
             Err(error) => Err(error),
         }
     }
 
-    /// Lets go of the call parked under `parked`: the upstream is told it is
-    /// cancelled.
-    pub(crate) fn let_go(&self, parked: &str) {
-        drop(self.parked.lock().remove(parked));
-    }
-
     /// Answers the question the call parked under `parked` waits on with
-    /// `answers` (our client's `inputResponses`), and reads on, to the
-    /// upstream's result or its next question (parked anew). Without an
-    /// answer to it, the same question is asked again.
+    /// `answers` (our client's `inputResponses`), here or, over the bus, on
+    /// the replica where it waits, and returns how it went on: the
+    /// upstream's result or its next question (parked anew).
     ///
     /// # Errors
-    /// [`CallError::Parked`] when no call waits under `parked` here.
+    /// [`CallError::Parked`] when no call waits under `parked` for this caller.
     pub(crate) async fn resume(
-        &self,
+        self: &Arc<Self>,
         parked: &str,
         answers: &Map<String, Value>,
         cx: &CallContext,
     ) -> Result<Reply, CallError> {
-        let Some(Parked { mut call, .. }) = self.parked.take(parked, cx.caller()) else {
+        let deadline = tokio::time::Instant::from_std(cx.deadline());
+        let caller = cx.caller().accounting_key();
+        if !self.parking.is_here(parked) {
+            return self.parking.answer_elsewhere(parked, &caller, answers, deadline).await;
+        }
+        let Some(waiting) = self.parking.take(parked, &caller) else {
             return Err(CallError::Parked(
-                "the upstream's call no longer waits for this answer here: it waited too long, or waits on another replica"
-                    .into(),
+                "the upstream's call no longer waits for this answer: it waited too long".into(),
             ));
         };
+        self.go_on(waiting.call, cx.caller(), answers, deadline, Some(&Relay::to(cx))).await
+    }
+
+    /// Lets go of the call parked under `parked`: the upstream is told it is
+    /// cancelled.
+    pub(crate) fn let_go(&self, parked: &str) {
+        self.parking.let_go(parked);
+    }
+
+    /// POSTs `caller`'s answer from `answers` to the question `call` waits
+    /// on, and reads on until `deadline`, passing what comes to `relay`.
+    /// Without an answer to it, the same question is asked again.
+    pub(crate) async fn go_on(
+        self: &Arc<Self>,
+        mut call: Interrupted,
+        caller: &Caller,
+        answers: &Map<String, Value>,
+        deadline: tokio::time::Instant,
+        relay: Option<&Relay<'_>>,
+    ) -> Result<Reply, CallError> {
         let Some(answer) = answers.get(&call.key()) else {
-            return self.parked.park(call, cx.caller());
+            return self.parking.park(self, call, caller);
         };
         let response = json!({"jsonrpc": "2.0", "id": call.request["id"], "result": answer});
-        let headers = self.headers(&call.era, "", None, Some(cx.caller())).await?;
+        let headers = self.headers(&call.era, "", None, Some(caller)).await?;
         let posting = self.http.post(self.spec.url.clone()).headers(headers).body(response.to_string()).send();
-        let deadline = tokio::time::Instant::from_std(cx.deadline());
         let posted = tokio::time::timeout_at(deadline, posting)
             .await
             .map_err(|_| CallError::Timeout(self.spec.timeout))?
@@ -188,9 +159,8 @@ impl McpClient {
         if !posted.status().is_success() {
             return Err(CallError::Transport(format!("the answer was refused: HTTP {}", posted.status())));
         }
-        let relay = Relay::to(cx);
         let id = call.id.clone();
-        let turn = tokio::time::timeout_at(deadline, self.next_turn(&mut call.reader, &id, Some(&relay), true))
+        let turn = tokio::time::timeout_at(deadline, self.next_turn(&mut call.reader, &id, relay, true))
             .await
             .map_err(|_| CallError::Timeout(self.spec.timeout))??;
         match turn {
@@ -200,7 +170,7 @@ impl McpClient {
             }
             Turn::Asked(request) => {
                 call.request = request;
-                self.parked.park(call, cx.caller())
+                self.parking.park(self, call, caller)
             }
         }
     }

@@ -50,7 +50,7 @@ impl<'a> Relay<'a> {
     }
 
     /// The notice that cancels the asked call, should nobody answer it.
-    pub(crate) fn cancel_asked_with(&self, cancel: CancelOnDrop) {
+    pub(super) fn cancel_asked_with(&self, cancel: CancelOnDrop) {
         let Some(slot) = &self.asked else { return cancel.disarm() };
         match slot.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             Some(call) => call.cancel_with(cancel),

@@ -1,0 +1,231 @@
+//! [`Parking`]: the calls of 2025-era upstreams that wait, on this replica,
+//! for a client's answer to their question (see `client::asked`), and the
+//! way a retry that lands on another replica reaches them, over the bus.
+//!
+//! A parked call can only go on where its upstream stream is open: here.
+//! A retry on another replica publishes its client's answers
+//! ([`Event::ParkedAnswer`], naming this replica in the parked id); this
+//! replica answers the upstream, reads on, and publishes the call's next
+//! turn ([`Event::ParkedTurn`]), which the retry waits for. One replica, or
+//! none of the parking's bus traffic, is the common case: a retry that
+//! lands where its call waits touches the bus not at all.
+//!
+//! Parked calls are bounded per upstream and per caller, kept at most
+//! [`PARKED_FOR`], and resumed only for the caller that parked them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use switchyard_bus::{Delivery, Event, NotificationBus};
+use switchyard_core::Caller;
+use tokio::sync::oneshot;
+
+use crate::client::{CallError, Interrupted, McpClient, Reply, Weight};
+
+/// How long a parked call waits for its client's answer.
+pub(crate) const PARKED_FOR: Duration = Duration::from_secs(600);
+/// Most calls parked at once for one upstream, and for one caller of it:
+/// one caller cannot take the places of the others.
+const MAX_PARKED: usize = 256;
+const MAX_PARKED_PER_CALLER: usize = 16;
+
+/// A parked call, with when it was parked, for whom, and by which client.
+pub(crate) struct Parked {
+    pub(crate) call: Interrupted,
+    since: Instant,
+    pub(crate) caller: Caller,
+    counted_as: String,
+    upstream: Arc<str>,
+    pub(crate) client: Weak<McpClient>,
+}
+
+/// This replica's parked calls, and its retries waiting for a turn of a
+/// call parked on another replica.
+pub struct Parking {
+    /// Names this replica in the ids of the calls parked here.
+    replica: String,
+    bus: Arc<dyn NotificationBus>,
+    parked: Mutex<HashMap<String, Parked>>,
+    waiting: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+}
+
+impl std::fmt::Debug for Parking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parking").field("replica", &self.replica).finish_non_exhaustive()
+    }
+}
+
+impl Parking {
+    /// A replica's parking, relaying over `bus`; it follows the bus until
+    /// it is dropped.
+    pub fn new(bus: Arc<dyn NotificationBus>) -> Arc<Self> {
+        let parking = Arc::new(Self {
+            replica: format!("{:016x}", rand::random::<u64>()),
+            bus,
+            parked: Mutex::default(),
+            waiting: Mutex::default(),
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(follow(Arc::downgrade(&parking), parking.bus.subscribe()));
+        }
+        parking
+    }
+
+    fn parked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
+        self.parked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Value>>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Parks `call` of `client` for `caller` under a fresh id, after letting
+    /// go of the calls that waited too long; refused when full.
+    pub(crate) fn park(&self, client: &Arc<McpClient>, call: Interrupted, caller: &Caller) -> Result<Reply, CallError> {
+        let counted_as = caller.accounting_key();
+        let upstream = Arc::clone(client.upstream());
+        let mut parked = self.parked();
+        parked.retain(|_, waiting| waiting.since.elapsed() < PARKED_FOR);
+        let of_upstream = parked.values().filter(|waiting| waiting.upstream == upstream);
+        let (all, theirs) = of_upstream
+            .fold((0, 0), |(all, theirs), waiting| (all + 1, theirs + usize::from(waiting.counted_as == counted_as)));
+        if all >= MAX_PARKED || theirs >= MAX_PARKED_PER_CALLER {
+            return Err(CallError::Parked(format!(
+                "too many of the upstream's calls wait for their clients' input (at most {MAX_PARKED}, {MAX_PARKED_PER_CALLER} per caller)"
+            )));
+        }
+        let id = format!("{}.{:032x}", self.replica, rand::random::<u128>());
+        let reply = call.asked(id.clone());
+        let waiting = Parked {
+            call,
+            since: Instant::now(),
+            caller: caller.clone(),
+            counted_as,
+            upstream,
+            client: Arc::downgrade(client),
+        };
+        parked.insert(id, waiting);
+        Ok(reply)
+    }
+
+    /// The call parked here under `id` for `caller` (its accounting key),
+    /// if it still waits.
+    pub(crate) fn take(&self, id: &str, caller: &str) -> Option<Parked> {
+        let mut parked = self.parked();
+        let theirs = parked.get(id).is_some_and(|waiting| waiting.counted_as == caller);
+        theirs.then(|| parked.remove(id)).flatten().filter(|waiting| waiting.since.elapsed() < PARKED_FOR)
+    }
+
+    /// Lets go of the call parked under `id`: the upstream is told it is cancelled.
+    pub(crate) fn let_go(&self, id: &str) {
+        drop(self.parked().remove(id));
+    }
+
+    /// Whether the call parked under `id` is parked on this replica.
+    pub(crate) fn is_here(&self, id: &str) -> bool {
+        id.split_once('.').is_some_and(|(replica, _)| replica == self.replica)
+    }
+
+    /// Sends `responses` (from `caller`) to the call parked under `id` on
+    /// another replica, and waits until `deadline` for its next turn.
+    pub(crate) async fn answer_elsewhere(
+        &self,
+        id: &str,
+        caller: &str,
+        responses: &Map<String, Value>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Reply, CallError> {
+        let Some((replica, _)) = id.split_once('.') else {
+            return Err(CallError::Parked("the upstream's call is not known".into()));
+        };
+        let reply_to = format!("{}.{:032x}", self.replica, rand::random::<u128>());
+        let (sender, turn) = oneshot::channel();
+        self.waiting().insert(reply_to.clone(), sender);
+        let answer = Event::ParkedAnswer {
+            replica: replica.to_owned(),
+            parked: id.to_owned(),
+            caller: caller.to_owned(),
+            responses: Value::Object(responses.clone()),
+            reply_to: reply_to.clone(),
+        };
+        let outcome = match self.bus.publish(answer).await {
+            Ok(()) => tokio::time::timeout_at(deadline, turn).await,
+            Err(error) => {
+                self.waiting().remove(&reply_to);
+                return Err(CallError::Parked(format!(
+                    "the upstream's call waits on another replica, which cannot be reached: {error}"
+                )));
+            }
+        };
+        self.waiting().remove(&reply_to);
+        match outcome {
+            Ok(Ok(turn)) => from_turn(turn),
+            Ok(Err(_)) | Err(_) => Err(CallError::Parked(
+                "the upstream's call waits on another replica, which did not answer in time".into(),
+            )),
+        }
+    }
+
+    /// Answers the call parked here under `id` with `responses`, as another
+    /// replica asked, and says how it went on.
+    async fn answer_here(&self, id: &str, caller: &str, responses: &Value) -> Value {
+        let Some(parked) = self.take(id, caller) else {
+            return json!({ "error": "the upstream's call no longer waits for this answer: it waited too long" });
+        };
+        let Some(client) = parked.client.upgrade() else {
+            return json!({ "error": "the upstream was removed meanwhile" });
+        };
+        let responses = responses.as_object().cloned().unwrap_or_default();
+        let deadline = tokio::time::Instant::now() + client.spec().timeout;
+        match client.go_on(parked.call, &parked.caller, &responses, deadline, None).await {
+            Ok(Reply::Answer(result, _)) => json!({ "result": result }),
+            Ok(Reply::Asked { parked, key, request }) => {
+                json!({ "asked": { "parked": parked, "key": key, "request": request } })
+            }
+            Err(error) => json!({ "error": error.to_string() }),
+        }
+    }
+}
+
+/// A turn another replica published, as the retry waiting for it sees it.
+fn from_turn(mut turn: Value) -> Result<Reply, CallError> {
+    if let Some(result) = turn.get_mut("result").map(Value::take) {
+        let text = result.to_string();
+        let weight = Weight { bytes: text.len(), values: crate::limits::json_values(text.as_bytes()) };
+        return Ok(Reply::Answer(result, weight));
+    }
+    let asked = &turn["asked"];
+    if let (Some(parked), Some(key)) = (asked["parked"].as_str(), asked["key"].as_str()) {
+        return Ok(Reply::Asked { parked: parked.to_owned(), key: key.to_owned(), request: asked["request"].clone() });
+    }
+    let error = turn["error"].as_str().unwrap_or("the upstream's call went on elsewhere and said nothing");
+    Err(CallError::Parked(error.to_owned()))
+}
+
+/// Follows the bus for `parking`: answers for calls parked here, and turns
+/// for retries waiting here.
+async fn follow(parking: Weak<Parking>, mut subscription: switchyard_bus::Subscription) {
+    while let Some(delivery) = subscription.recv().await {
+        let Some(parking) = parking.upgrade() else { return };
+        match delivery {
+            Delivery::Event(Event::ParkedAnswer { replica, parked, caller, responses, reply_to })
+                if replica == parking.replica =>
+            {
+                tokio::spawn(async move {
+                    let turn = parking.answer_here(&parked, &caller, &responses).await;
+                    if let Err(error) = parking.bus.publish(Event::ParkedTurn { reply_to, turn }).await {
+                        tracing::warn!(%error, "could not tell another replica how a parked upstream call went on");
+                    }
+                });
+            }
+            Delivery::Event(Event::ParkedTurn { reply_to, turn }) => {
+                if let Some(waiting) = parking.waiting().remove(&reply_to) {
+                    let _ = waiting.send(turn);
+                }
+            }
+            _ => {}
+        }
+    }
+}
