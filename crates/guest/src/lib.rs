@@ -139,6 +139,17 @@ impl ToolResult {
         Self { result }
     }
 
+    /// Says this result may be reused for `ttl_ms` milliseconds: by any
+    /// caller when `public`, else by the same caller only. The host keeps
+    /// it in its answer cache, for a tool annotated `readOnlyHint`, and
+    /// answers the same call with it meanwhile, without running the module.
+    #[must_use]
+    pub fn reusable_for(mut self, ttl_ms: u64, public: bool) -> Self {
+        self.result.insert("ttlMs".into(), json!(ttl_ms));
+        self.result.insert("cacheScope".into(), json!(if public { "public" } else { "private" }));
+        self
+    }
+
     /// The `CallToolResult` object.
     pub fn into_value(self) -> Value {
         Value::Object(self.result)

@@ -8,12 +8,13 @@ use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
 use serde_json::Value;
+use switchyard_answers::AnswerCache;
 use switchyard_bus::NotificationBus;
 use switchyard_core::Plugin;
 use switchyard_core::catalog::ListChanges;
 use switchyard_core::plugin_spec::{PluginKind, SpecError, invalid};
 use switchyard_upstream::{
-    AnswerCache, McpClient, OutboundPolicy, Parking, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec,
+    McpClient, OutboundPolicy, Parking, SecretPolicy, UpstreamLimits, UpstreamPlugin, UpstreamSpec,
 };
 use switchyard_wasm::{HostDirs, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
@@ -158,7 +159,8 @@ impl Factory {
                 Arc::new(
                     WasmPlugin::load(runtime, plugin.id, &module, spec)
                         .await
-                        .map_err(|e| invalid("spec.artifact", e.to_string()))?,
+                        .map_err(|e| invalid("spec.artifact", e.to_string()))?
+                        .with_answers(self.answers.for_plugin(&plugin.namespace.into())),
                 )
             }
             PluginKind::Upstream => {

@@ -35,7 +35,7 @@ pub struct Metrics {
     upstream_refusals: Counter<u64>,
     upstream_breaker: Counter<u64>,
     upstream_retries: Counter<u64>,
-    upstream_cache: Counter<u64>,
+    answer_cache: Counter<u64>,
 }
 
 /// How a tool call ended, as `switchyard.tool.calls` counts it.
@@ -163,10 +163,10 @@ impl Metrics {
                 "{request}",
                 "Idempotent upstream requests sent again after a failed attempt, by upstream.",
             ),
-            upstream_cache: counter(
-                "switchyard.upstream.cache",
+            answer_cache: counter(
+                "switchyard.answers.cache",
                 "{request}",
-                "Upstream answers looked up in the answer cache, by result: hit (kept, or shared with an identical request in flight) or miss, and upstream.",
+                "Plugin answers (upstream, WASM) looked up in the answer cache, by result: hit (kept, or shared with an identical request in flight) or miss, and plugin.",
             ),
         }
     }
@@ -273,9 +273,11 @@ impl Metrics {
         self.upstream_retries.add(1, &[upstream_label(upstream)]);
     }
 
-    /// An answer-cache lookup's `result` for `upstream`: `hit` or `miss`.
-    pub fn upstream_cache(&self, result: &'static str, upstream: &Arc<str>) {
-        self.upstream_cache.add(1, &[KeyValue::new("result", result), upstream_label(upstream)]);
+    /// An answer-cache lookup's `result` for `plugin` (its namespace, one
+    /// of the registry's): `hit` or `miss`.
+    pub fn answer_cache(&self, result: &'static str, plugin: &Arc<str>) {
+        let plugin = KeyValue::new("plugin", StringValue::from(Arc::clone(plugin)));
+        self.answer_cache.add(1, &[KeyValue::new("result", result), plugin]);
     }
 
     /// The catalog version now served.

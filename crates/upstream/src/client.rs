@@ -126,12 +126,8 @@ struct Answer {
 }
 
 /// What an answer took: its bytes on the wire and the JSON values it holds
-/// (what its parsed form costs).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Weight {
-    pub(crate) bytes: usize,
-    pub(crate) values: usize,
-}
+/// (what its parsed form costs), as the answer cache weighs it.
+pub(crate) use switchyard_answers::Weight;
 
 /// A client of one upstream MCP server.
 pub struct McpClient {

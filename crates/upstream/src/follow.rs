@@ -13,13 +13,13 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use switchyard_answers::PluginCache;
 use switchyard_core::catalog::ListChanges;
 use switchyard_core::listen::covers;
 use switchyard_protocol::method::notification;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::PluginCache;
 use crate::client::McpClient;
 use crate::limits::{Backoff, Bound};
 use crate::plugin::Lists;

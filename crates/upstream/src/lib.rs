@@ -34,14 +34,14 @@
 //!   to until a probe answers, and idempotent requests that failed in
 //!   transport are sent again within a retry budget. Connections are pooled
 //!   and kept alive, over HTTP/2 where the upstream offers it (or `h2c`).
-//! - [`AnswerCache`]: answers kept for their `ttlMs`, public ones for every
-//!   caller and private ones per authorization context, identical reads in
-//!   flight asked once, all within one bound per replica.
+//! - The answer cache (`switchyard-answers`, shared with WASM plugins):
+//!   answers kept for their `ttlMs`, public ones for every caller and
+//!   private ones per authorization context, identical reads in flight asked
+//!   once, all within one bound per replica.
 //!
 //! This crate knows no inbound HTTP and no SQL.
 
 mod breaker;
-mod cache;
 mod client;
 mod follow;
 mod input;
@@ -55,7 +55,6 @@ mod spec;
 mod sse;
 
 pub use breaker::Retry;
-pub use cache::AnswerCache;
 pub use client::{CallError, McpClient};
 pub use limits::{Bound, UpstreamLimits};
 pub use outbound::{Allowed, IpNet, OutboundPolicy};

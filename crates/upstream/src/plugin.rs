@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
+use switchyard_answers::{AnswerCache, Kept, PluginCache, named_target};
 use switchyard_core::catalog::{ListChanges, ListKind};
 use switchyard_core::plugin::{CompletionRef, PluginResult};
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError, required_capability};
@@ -14,7 +15,6 @@ use switchyard_protocol::method::request;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{AnswerCache, Kept, PluginCache, named_target};
 use crate::client::{CallError, McpClient, Reply, Weight};
 use crate::follow::Follower;
 use crate::input::{self, outcome};

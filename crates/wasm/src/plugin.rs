@@ -1,12 +1,17 @@
 //! [`WasmPlugin`]: a loaded module as a `core::Plugin`.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use switchyard_answers::{Kept, PluginCache, Weight, named_target};
 use switchyard_core::plugin::PluginResult;
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError};
+use switchyard_protocol::method::request;
 use tokio_util::sync::CancellationToken;
 use wasmtime::Module;
 
@@ -15,12 +20,31 @@ use crate::spec::WasmSpec;
 
 /// A WASM module serving tools. Its tool names are the module's own; the
 /// caller adds the namespace.
+///
+/// A result of a tool annotated `readOnlyHint` that the module marks with a
+/// `ttlMs` (and `cacheScope`) is kept in the answer cache for that long, when
+/// the plugin was given one ([`WasmPlugin::with_answers`]): the same call
+/// from the same caller (any caller, for a `public` result) is then answered
+/// without running the module.
 pub struct WasmPlugin {
     id: String,
     runtime: Arc<Runtime>,
     prepared: Prepared,
     spec: WasmSpec,
     tools: Vec<Value>,
+    /// The tools annotated `readOnlyHint`: only their results may be kept.
+    read_only: HashSet<String>,
+    answers: Option<PluginCache>,
+    /// Whether the module ever marked a result with a `ttlMs`: until it
+    /// does, its calls are not looked up in the cache.
+    marks_results: AtomicBool,
+}
+
+/// What a call gives the module: the tool's name and its arguments.
+#[derive(Serialize)]
+struct CallInput<'a> {
+    name: &'a str,
+    arguments: &'a Map<String, Value>,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -52,7 +76,27 @@ impl WasmPlugin {
             .and_then(Value::as_array)
             .ok_or_else(|| LoadError::Describe("no \"tools\" array".into()))?
             .clone();
-        Ok(Self { id: id.to_owned(), runtime: Arc::clone(runtime), prepared, spec, tools })
+        let read_only = tools
+            .iter()
+            .filter(|tool| tool["annotations"]["readOnlyHint"] == true)
+            .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+            .collect();
+        Ok(Self {
+            id: id.to_owned(),
+            runtime: Arc::clone(runtime),
+            prepared,
+            spec,
+            tools,
+            read_only,
+            answers: None,
+            marks_results: AtomicBool::new(false),
+        })
+    }
+
+    /// Keeps the results the module marks with a `ttlMs` in `answers`.
+    #[must_use]
+    pub fn with_answers(self, answers: PluginCache) -> Self {
+        Self { answers: Some(answers), ..self }
     }
 
     /// The spec this plugin was loaded with.
@@ -77,7 +121,16 @@ impl Plugin for WasmPlugin {
         cx: CallContext,
     ) -> BoxFuture<'a, PluginResult<Outcome>> {
         Box::pin(async move {
-            let input = serde_json::to_vec(&json!({"name": name, "arguments": arguments}))
+            let answers = self.answers.as_ref().filter(|_| self.read_only.contains(name));
+            let target =
+                answers.filter(|_| self.marks_results.load(Ordering::Relaxed)).map(|_| named_target(name, &arguments));
+            if let (Some(answers), Some(target)) = (answers, &target)
+                && let Some(kept) = answers.get(request::TOOLS_CALL, target, &cx).await
+            {
+                return Ok(Outcome::Complete(Arc::unwrap_or_clone(kept)));
+            }
+            let generation = answers.map(PluginCache::generation);
+            let input = serde_json::to_vec(&CallInput { name, arguments: &arguments })
                 .map_err(|e| PluginError::Internal(Box::new(e)))?;
             let output = self
                 .runtime
@@ -91,7 +144,19 @@ impl Plugin for WasmPlugin {
                 )
                 .await;
             match output {
-                Ok(bytes) => parse_result(&bytes).map(Outcome::Complete),
+                Ok(bytes) => {
+                    let result = parse_result(&bytes)?;
+                    if let (Some(answers), Some(generation)) = (answers, generation)
+                        && result.get("ttlMs").is_some()
+                    {
+                        // Marked: kept, and from now on this module's calls are looked up.
+                        self.marks_results.store(true, Ordering::Relaxed);
+                        let target = target.unwrap_or_else(|| named_target(name, &arguments));
+                        let kept = Kept::new(result.clone(), Weight::of(&result, bytes.len()));
+                        answers.keep(generation, (request::TOOLS_CALL, target), &cx, kept).await;
+                    }
+                    Ok(Outcome::Complete(result))
+                }
                 Err(error) => {
                     // The kind of failure, never the arguments or the module's output.
                     tracing::warn!(plugin = %self.id, tool = name, %error, "WASM tool call failed");

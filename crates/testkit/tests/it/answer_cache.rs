@@ -2,7 +2,8 @@
 //! ones for every caller and private ones per authorization context,
 //! identical reads in flight asked once, and everything of an upstream
 //! dropped when it reports a change. The upstream is [`HostileUpstream`],
-//! honest here, which counts what it is asked.
+//! honest here, which counts what it is asked. A WASM module's marked
+//! results are kept the same way.
 
 // Helpers here are test code too; clippy only knows #[test] functions as such.
 #![allow(clippy::unwrap_used)]
@@ -10,7 +11,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard_testkit::{App, AuthorizationServer, Client, HostileUpstream, until};
+use switchyard_testkit::{App, AuthorizationServer, Client, HostileUpstream, guest_module, until};
 
 use crate::plugins::Admin;
 
@@ -62,10 +63,9 @@ async fn reads_are_kept_for_their_ttl_asked_once_at_a_time_and_dropped_on_change
         read(&client, "hostile://public").await != first
     })
     .await;
-    let hits =
-        crate::upstreams::metric(&replica, r#"switchyard_upstream_cache_total{result="hit",upstream="h"}"#).await;
+    let hits = crate::upstreams::metric(&replica, r#"switchyard_answers_cache_total{plugin="h",result="hit"}"#).await;
     let misses =
-        crate::upstreams::metric(&replica, r#"switchyard_upstream_cache_total{result="miss",upstream="h"}"#).await;
+        crate::upstreams::metric(&replica, r#"switchyard_answers_cache_total{plugin="h",result="miss"}"#).await;
     assert!(hits >= 3 + 7 && misses >= 5, "hits {hits}, misses {misses}");
 }
 
@@ -124,4 +124,45 @@ async fn marked_results_of_read_only_tools_are_kept_and_others_never() {
     for n in 3..=5 {
         assert_eq!(call("h_marked").await, format!("call {n}"), "not read-only: it runs every time");
     }
+}
+
+/// A WASM module's result, of a tool annotated `readOnlyHint`, that the
+/// module marks reusable for a minute (`textstats`' `analyze`): the same
+/// call is answered from the cache, by any caller for a public result, and
+/// the module is not run again; other arguments run it. Counted by plugin.
+#[tokio::test]
+async fn a_wasm_modules_marked_results_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("registry.db").display());
+    let replica = crate::upstreams::start_replica(&crate::upstreams::replica_env(&database)).await;
+    let admin = format!("{}/admin/v1", replica.base_url());
+    let http = reqwest::Client::new();
+    let uploaded = http
+        .post(format!("{admin}/artifacts"))
+        .header("content-type", "application/wasm")
+        .body(guest_module("textstats"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(uploaded.status(), 201);
+    let digest = uploaded.json::<serde_json::Value>().await.unwrap()["sha256"].as_str().unwrap().to_owned();
+    crate::upstreams::register(&replica, json!({"namespace": "text", "kind": "wasm", "spec": {"artifact": digest}}))
+        .await;
+    let client = replica.client();
+    let analyze = async |text: &str| {
+        let reply = client.request("tools/call", json!({"name": "text_analyze", "arguments": {"text": text}})).await;
+        reply.result()["structuredContent"]["words"].as_u64().unwrap()
+    };
+    let counted = async |result: &str| {
+        let series = format!("switchyard_answers_cache_total{{plugin=\"text\",result=\"{result}\"}}");
+        crate::upstreams::metric(&replica, &series).await
+    };
+    assert_eq!(analyze("To be, or not to be.").await, 6);
+    assert_eq!((counted("hit").await, counted("miss").await), (0, 0), "not looked up before a result was marked");
+    for _ in 0..3 {
+        assert_eq!(analyze("To be, or not to be.").await, 6);
+    }
+    assert_eq!(counted("hit").await, 3, "answered from the cache");
+    assert_eq!(analyze("Another text entirely.").await, 3);
+    assert_eq!(counted("miss").await, 1, "other arguments run the module");
 }

@@ -62,13 +62,15 @@ fn analyze(args: Value) -> Result<ToolResult, String> {
     // Most frequent first; ties alphabetically, so the answer is deterministic.
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let sentences = text.split(['.', '!', '?']).filter(|s| s.chars().any(char::is_alphanumeric)).count();
+    // The same text always has the same statistics, whoever asks: reusable.
     Ok(ToolResult::structured(json!({
         "characters": text.chars().count(),
         "words": words,
         "sentences": sentences,
         "lines": if text.is_empty() { 0 } else { text.lines().count() },
         "top_words": ranked.into_iter().take(top).map(|(word, count)| json!({"word": word, "count": count})).collect::<Vec<_>>(),
-    })))
+    }))
+    .reusable_for(60_000, true))
 }
 
 fn slugify(args: Value) -> Result<ToolResult, String> {

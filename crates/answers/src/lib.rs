@@ -1,20 +1,26 @@
-//! [`AnswerCache`]: upstream answers kept for the `ttlMs` the upstream gave
-//! them, shared by every upstream plugin of a replica within one bound.
+//! The answer cache: plugin answers kept for the `ttlMs` their plugin gave
+//! them, shared by every plugin of a replica ([`AnswerCache`]) within one
+//! bound, each plugin instance seeing its own part ([`PluginCache`]).
 //!
-//! What is kept: `resources/read` and `prompts/get` answers, and the results
-//! of tools annotated `readOnlyHint` that the upstream marked with a `ttlMs`
-//! of its own, for that long (at most an hour). A `public` answer (its `cacheScope`) serves every caller; any
+//! What is kept: an upstream's `resources/read` and `prompts/get` answers,
+//! and the results of tools annotated `readOnlyHint` that their plugin (an
+//! upstream, a WASM module) marked with a `ttlMs` of its own, for that long
+//! (at most an hour). A `public` answer (its `cacheScope`) serves every caller; any
 //! other is kept per authorization context (the caller's principal, client
 //! and scopes), never shared across them. Identical reads and prompts asked
 //! while one is in flight wait for its answer instead of asking again (a
 //! tool call never does: two identical calls may both be meant), within one
-//! authorization context. A plugin's entries go when the upstream reports a
-//! list change: that bumps the plugin's generation, which every key carries,
-//! so nothing kept before (or fetched while it happened) is found again, and
-//! the old entries age out. A rebuilt plugin is a new instance, with keys of
-//! its own; a removed one's entries age out alike.
-//! Every entry is weighed, key and answer (bytes on the wire and 32 per JSON
+//! authorization context. A retry with a client's input is never served from
+//! the cache nor kept. A plugin's entries go when it reports a change (an
+//! upstream's list change or resource update): that bumps the plugin's
+//! generation, which every key carries, so nothing kept before (or fetched
+//! while it happened) is found again, and the old entries age out. A
+//! rebuilt plugin is a new instance, with keys of its own; a removed one's
+//! entries age out alike. Every entry is weighed, key and answer (bytes on the wire and 32 per JSON
 //! value), and the cache as a whole holds at most `upstream.cache_max_bytes`.
+//!
+//! This crate knows no plugin kind, no HTTP and no SQL: it keeps JSON
+//! answers for the `CallContext` of a call.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,9 +31,7 @@ use moka::future::Cache;
 use serde_json::Value;
 use switchyard_core::CallContext;
 
-use crate::client::{CallError, Weight};
-
-/// The longest an upstream answer is kept, whatever its `ttlMs`.
+/// The longest an answer is kept, whatever its `ttlMs`.
 const MAX_TTL: Duration = Duration::from_secs(3600);
 
 /// What an answer is kept under.
@@ -44,19 +48,44 @@ struct Key {
     audience: Option<Arc<str>>,
 }
 
-/// A kept answer: the upstream's result as it came, and how to keep it.
+/// What an answer took: its bytes on the wire and the JSON values it holds
+/// (what its parsed form costs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Weight {
+    /// Its bytes, as read.
+    pub bytes: usize,
+    /// The JSON values it holds.
+    pub values: usize,
+}
+
+impl Weight {
+    /// The weight of `value`, which took `bytes`: its JSON values counted.
+    pub fn of(value: &Value, bytes: usize) -> Self {
+        fn values(value: &Value) -> usize {
+            1 + match value {
+                Value::Array(items) => items.iter().map(values).sum(),
+                Value::Object(members) => members.values().map(|member| 1 + values(member)).sum(),
+                _ => 0,
+            }
+        }
+        Self { bytes, values: values(value) }
+    }
+}
+
+/// A kept answer: the plugin's result as it came, and how to keep it.
 #[derive(Debug, Clone)]
-pub(crate) struct Kept {
-    pub(crate) result: Arc<Value>,
+pub struct Kept {
+    /// The result, `ttlMs` and `cacheScope` still in it.
+    pub result: Arc<Value>,
     ttl: Duration,
     public: bool,
     weight: u32,
 }
 
 impl Kept {
-    /// `result` as the upstream sent it (`ttlMs`, `cacheScope` still in it),
+    /// `result` as the plugin gave it (`ttlMs`, `cacheScope` still in it),
     /// which took `weight` to read.
-    pub(crate) fn new(result: Value, weight: Weight) -> Self {
+    pub fn new(result: Value, weight: Weight) -> Self {
         // An answer that asks for more input is never kept.
         let complete = result.get("resultType").and_then(Value::as_str).is_none_or(|t| t == "complete");
         let ttl = result
@@ -114,7 +143,7 @@ fn weight(key: &Key, kept: &Kept) -> u32 {
     kept.weight.saturating_add(u32::try_from(key_bytes).unwrap_or(u32::MAX))
 }
 
-/// The replica's cache of upstream answers.
+/// The replica's cache of plugin answers.
 pub struct AnswerCache {
     entries: Option<Cache<Key, Kept>>,
 }
@@ -130,12 +159,12 @@ static NEXT_PLUGIN: AtomicU64 = AtomicU64::new(1);
 
 /// One plugin instance's view of the cache.
 #[derive(Debug, Clone)]
-pub(crate) struct PluginCache {
+pub struct PluginCache {
     cache: Arc<AnswerCache>,
     plugin: u64,
     generation: Arc<AtomicU64>,
-    /// The upstream, as its metrics are labelled.
-    upstream: Arc<str>,
+    /// The plugin, as its metrics are labelled: its namespace.
+    plugin_label: Arc<str>,
 }
 
 impl AnswerCache {
@@ -147,15 +176,17 @@ impl AnswerCache {
     }
 
     /// A view for a new plugin instance.
-    pub(crate) fn for_plugin(self: &Arc<Self>, upstream: &Arc<str>) -> PluginCache {
+    /// A view of the cache for a new plugin instance, labelled `label` (its
+    /// namespace) in the metrics.
+    pub fn for_plugin(self: &Arc<Self>, label: &Arc<str>) -> PluginCache {
         let plugin = NEXT_PLUGIN.fetch_add(1, Ordering::Relaxed);
-        PluginCache { cache: Arc::clone(self), plugin, generation: Arc::default(), upstream: Arc::clone(upstream) }
+        PluginCache { cache: Arc::clone(self), plugin, generation: Arc::default(), plugin_label: Arc::clone(label) }
     }
 }
 
 /// What a prompt or a tool call is kept under: its name and its arguments,
 /// canonical (keys sorted, numbers in one form).
-pub(crate) fn named_target(name: &str, arguments: &serde_json::Map<String, Value>) -> Arc<str> {
+pub fn named_target(name: &str, arguments: &serde_json::Map<String, Value>) -> Arc<str> {
     let mut text = name.as_bytes().to_vec();
     text.push(0);
     switchyard_protocol::canonical::write(&Value::Object(arguments.clone()), &mut text);
@@ -171,7 +202,7 @@ fn audience(cx: &CallContext) -> Arc<str> {
 
 impl PluginCache {
     fn record(&self, outcome: &'static str) {
-        switchyard_telemetry::metrics().upstream_cache(outcome, &self.upstream);
+        switchyard_telemetry::metrics().answer_cache(outcome, &self.plugin_label);
     }
 
     fn key(&self, method: &'static str, target: &Arc<str>, audience: Option<Arc<str>>) -> Key {
@@ -185,21 +216,25 @@ impl PluginCache {
     /// The plugin's generation now: read before a fetch whose answer
     /// [`PluginCache::keep`] may keep, so that a change arriving meanwhile
     /// leaves that answer where nothing finds it.
-    pub(crate) fn generation(&self) -> u64 {
+    pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
 
     /// The answer to `method` on `target` for `cx`'s caller: a kept one, the
     /// one an identical request in flight gets, or `fetch`'s.
-    pub(crate) async fn read_through<F>(
+    ///
+    /// # Errors
+    /// `fetch`'s, shared by the requests that waited on it.
+    pub async fn read_through<F, E>(
         &self,
         method: &'static str,
         target: Arc<str>,
         cx: &CallContext,
         fetch: F,
-    ) -> Result<Arc<Value>, CallError>
+    ) -> Result<Arc<Value>, E>
     where
-        F: Future<Output = Result<(Value, Weight), CallError>>,
+        F: Future<Output = Result<(Value, Weight), E>>,
+        E: Clone + Send + Sync + 'static,
     {
         // A retry carries its client's answers: its answer is its own.
         let Some(entries) = self.cache.entries.as_ref().filter(|_| cx.input().is_none()) else {
@@ -236,7 +271,7 @@ impl PluginCache {
     }
 
     /// A kept answer to `method` on `target` for `cx`'s caller, if any.
-    pub(crate) async fn get(&self, method: &'static str, target: &Arc<str>, cx: &CallContext) -> Option<Arc<Value>> {
+    pub async fn get(&self, method: &'static str, target: &Arc<str>, cx: &CallContext) -> Option<Arc<Value>> {
         let entries = self.cache.entries.as_ref().filter(|_| cx.input().is_none())?;
         let kept = match entries.get(&self.key(method, target, None)).await {
             Some(kept) => Some(kept),
@@ -246,9 +281,9 @@ impl PluginCache {
         kept.map(|kept| kept.result)
     }
 
-    /// Keeps `kept` (the upstream's answer to `method` on `target` for `cx`'s
-    /// caller, asked for in `generation`) if the upstream gave it a `ttlMs`.
-    pub(crate) async fn keep(
+    /// Keeps `kept` (the plugin's answer to `method` on `target` for `cx`'s
+    /// caller, asked for in `generation`) if the plugin gave it a `ttlMs`.
+    pub async fn keep(
         &self,
         generation: u64,
         (method, target): (&'static str, Arc<str>),
@@ -263,10 +298,10 @@ impl PluginCache {
         entries.insert(self.key_in(generation, method, &target, audience), kept).await;
     }
 
-    /// Drops every answer of this plugin instance (its upstream reported a
-    /// change): none is found again, and each ages out of the cache (its
-    /// TTL, or sooner when room is needed).
-    pub(crate) fn forget(&self) {
+    /// Drops every answer of this plugin instance (it reported a change):
+    /// none is found again, and each ages out of the cache (its TTL, or
+    /// sooner when room is needed).
+    pub fn forget(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 }
