@@ -25,6 +25,24 @@ async fn replica_of(upstream: &HostileUpstream, dir: &tempfile::TempDir) -> Serv
     replica
 }
 
+/// [`replica_of`], with a second, healthy upstream registered as `g`
+/// beside `h`; returns once it serves both upstreams' tools.
+async fn replica_with_a_neighbour(
+    upstream: &HostileUpstream,
+    dir: &tempfile::TempDir,
+) -> (ServerProcess, HostileUpstream) {
+    let replica = replica_of(upstream, dir).await;
+    let healthy = HostileUpstream::start().await;
+    register(&replica, json!({"namespace": "g", "kind": "upstream", "spec": {"url": healthy.url()}})).await;
+    let client = replica.client();
+    until("the replica serves both upstreams' tools", Duration::from_secs(10), async || {
+        let names = tool_names(&client).await;
+        names.contains(&"h_ok".to_owned()) && names.contains(&"g_ok".to_owned())
+    })
+    .await;
+    (replica, healthy)
+}
+
 /// Waits until `client`'s replica serves the upstream's tool `h_ok`.
 async fn serves_h_ok(client: &Client) {
     until("the replica serves the upstream's tool", Duration::from_secs(10), async || {
@@ -51,11 +69,8 @@ async fn call_ok(client: &Client) -> (String, bool) {
 async fn an_upstream_that_keeps_failing_is_not_asked_until_a_probe_answers() {
     let upstream = HostileUpstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let replica = replica_of(&upstream, &dir).await;
-    let healthy = HostileUpstream::start().await;
-    register(&replica, json!({"namespace": "g", "kind": "upstream", "spec": {"url": healthy.url()}})).await;
+    let (replica, _healthy) = replica_with_a_neighbour(&upstream, &dir).await;
     let client = replica.client();
-    serves_h_ok(&client).await;
     assert_eq!(call_ok(&client).await, ("ok".to_owned(), false));
 
     upstream.become_(Behaviour::ServerError);
@@ -148,15 +163,8 @@ async fn median_latency(client: &Client, tool: &str, arguments: &Value, calls: u
 async fn an_upstream_that_hangs_costs_the_other_tools_no_latency() {
     let upstream = HostileUpstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let replica = replica_of(&upstream, &dir).await;
-    let healthy = HostileUpstream::start().await;
-    register(&replica, json!({"namespace": "g", "kind": "upstream", "spec": {"url": healthy.url()}})).await;
+    let (replica, _healthy) = replica_with_a_neighbour(&upstream, &dir).await;
     let client = replica.client();
-    serves_h_ok(&client).await;
-    until("the replica serves the other upstream's tool", Duration::from_secs(10), async || {
-        tool_names(&client).await.contains(&"g_ok".to_owned())
-    })
-    .await;
     let echo_arguments = json!({"text": "still here"});
     let (echo_before, g_before) = (
         median_latency(&client, "echo", &echo_arguments, 21).await,
