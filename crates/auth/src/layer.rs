@@ -128,7 +128,9 @@ where
             };
             let mut caller = principal.caller();
             // Verified just now: kept for an upstream that exchanges it (RFC 8693).
-            caller.subject_token = bearer_token(request.headers()).ok().map(switchyard_core::SubjectToken::new);
+            caller.subject_token = bearer_token(request.headers())
+                .ok()
+                .map(|token| switchyard_core::SubjectToken::new(token, &principal.issuer));
             request.extensions_mut().insert(caller);
             request.extensions_mut().insert(principal);
             let mut response = inner.call(request).await?;

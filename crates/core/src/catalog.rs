@@ -291,11 +291,13 @@ impl ListChanges {
         self.0.changed(kind).await;
     }
 
-    /// The resource `uri` changed, as a plugin learned by itself on this
-    /// replica (an upstream told it): this replica's listen streams
-    /// subscribed to it hear it, if their callers may read it.
-    pub fn resource_updated(&self, uri: &str) {
-        self.0.resource_updated(uri);
+    /// The resource `uri`, which plugin `plugin` (its id) serves, changed,
+    /// as the plugin learned by itself on this replica (an upstream told
+    /// it): this replica's listen streams subscribed to it hear it, if their
+    /// callers may read it. An update of a URI the catalog does not have
+    /// that plugin serve is dropped: a plugin speaks only for its own.
+    pub fn resource_updated(&self, plugin: &str, uri: &str) {
+        self.0.resource_updated(plugin, uri);
     }
 }
 
@@ -316,8 +318,11 @@ impl ChangeSink for CatalogChanges {
         })
     }
 
-    fn resource_updated(&self, uri: &str) {
+    fn resource_updated(&self, plugin: &str, uri: &str) {
         let Some(catalog) = self.0.upgrade() else { return };
+        if catalog.snapshot().serving(uri).is_none_or(|entry| entry.plugin.id() != plugin) {
+            return;
+        }
         let hub = catalog.updates_heard_by.read().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(hub) = hub {
             hub.deliver_here(Event::ResourceUpdated { uri: uri.to_owned() });

@@ -289,8 +289,8 @@ impl CallContext {
 /// Where the catalog learns that a plugin's lists changed.
 pub(crate) trait ChangeSink: Send + Sync {
     fn changed(&self, kind: ListKind) -> BoxFuture<'_, ()>;
-    /// A resource changed, as this replica learned by itself.
-    fn resource_updated(&self, uri: &str);
+    /// A resource of `plugin`'s changed, as this replica learned by itself.
+    fn resource_updated(&self, plugin: &str, uri: &str);
 }
 
 /// Sends a request's own notifications (progress, log messages) to the

@@ -131,21 +131,31 @@ pub struct Caller {
     pub subject_token: Option<SubjectToken>,
 }
 
-/// A caller's own access token. It is exchanged at the authorization server
-/// for a token meant for one upstream, and never sent anywhere else: no
-/// upstream, log or span ever sees it. `Debug` does not print it.
+/// A caller's own access token, with the issuer that issued it. It may be
+/// sent to that issuer's authorization server, to be exchanged for a token
+/// meant for one upstream, and nowhere else: no upstream, log or span ever
+/// sees it. `Debug` does not print it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SubjectToken(Arc<str>);
+pub struct SubjectToken {
+    token: Arc<str>,
+    issuer: Arc<str>,
+}
 
 impl SubjectToken {
-    /// The verified token, as it came in the `Authorization` header.
-    pub fn new(token: &str) -> Self {
-        Self(Arc::from(token))
+    /// The verified `token`, as it came in the `Authorization` header, that
+    /// `issuer` issued.
+    pub fn new(token: &str, issuer: &str) -> Self {
+        Self { token: Arc::from(token), issuer: Arc::from(issuer) }
     }
 
     /// The token itself, for the token exchange request and nothing else.
     pub fn expose_for_exchange(&self) -> &str {
-        &self.0
+        &self.token
+    }
+
+    /// The issuer that issued it (`iss`).
+    pub fn issuer(&self) -> &str {
+        &self.issuer
     }
 }
 

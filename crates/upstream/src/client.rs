@@ -373,6 +373,15 @@ impl McpClient {
             },
             Err(other) => return Err(other),
         };
+        if matches!(era, Era::Session { .. }) && matches!(self.spec.credentials, Credentials::TokenExchange { .. }) {
+            // One session for every caller would carry each one's exchanged
+            // token in it: an upstream that binds sessions to users refuses
+            // the rest, a lax one mixes their state.
+            return Err(CallError::Credentials(
+                "token exchange needs a 2026-07-28 upstream; this one speaks a 2025 revision, whose session every caller would share"
+                    .into(),
+            ));
+        }
         tracing::debug!(upstream = %self.spec.url, era = ?era, "upstream protocol learned");
         self.set_era(era.clone());
         Ok(era)

@@ -38,6 +38,8 @@ const MAX_URI_BYTES: usize = 2048;
 
 /// What follows one upstream's listen stream.
 pub(crate) struct Follower {
+    /// The plugin's id: the catalog relays updates only of what it serves.
+    pub(crate) plugin: String,
     pub(crate) client: Arc<McpClient>,
     pub(crate) stop: CancellationToken,
     /// Notified to refresh the lists.
@@ -81,12 +83,15 @@ impl Follower {
             if gap {
                 self.cache.forget();
                 for uri in &subscriptions {
-                    self.changes.resource_updated(uri);
+                    self.changes.resource_updated(&self.plugin, uri);
                 }
             }
             let opened = Instant::now();
             let (mut window_start, mut in_window, mut flooded) = (Instant::now(), 0_usize, false);
+            // Whether the stream opened at all: one that never did missed nothing new.
+            let mut heard = false;
             let listening = self.client.listen(&subscriptions, |message| {
+                heard = true;
                 if window_start.elapsed() > limits.refresh_interval {
                     (window_start, in_window) = (Instant::now(), 0);
                 }
@@ -109,7 +114,7 @@ impl Follower {
                 }
                 outcome = listening => outcome,
             };
-            gap = true;
+            gap = heard;
             if flooded {
                 Bound::Flood.record(self.client.upstream());
                 tracing::warn!(upstream = %self.client.spec().url, "the upstream floods its listen stream; reopening it after a backoff");
@@ -144,7 +149,7 @@ impl Follower {
                 let uri = message["params"]["uri"].as_str().filter(|uri| uri.len() <= MAX_URI_BYTES);
                 if let Some(uri) = uri.filter(|uri| subscriptions.iter().any(|s| covers(s, uri))) {
                     self.cache.forget();
-                    self.changes.resource_updated(uri);
+                    self.changes.resource_updated(&self.plugin, uri);
                 }
             }
             _ => {}

@@ -69,8 +69,25 @@ impl Parking {
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(follow(Arc::downgrade(&parking), parking.bus.subscribe()));
+            runtime.spawn(sweep(Arc::downgrade(&parking)));
         }
         parking
+    }
+
+    /// Lets go of the calls that waited too long: their upstreams are told
+    /// they are cancelled.
+    fn let_go_of_the_stale(&self) {
+        let stale: Vec<Parked> = {
+            let mut parked = self.parked();
+            let ids: Vec<String> = parked
+                .iter()
+                .filter(|(_, waiting)| waiting.since.elapsed() >= PARKED_FOR)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| parked.remove(id)).collect()
+        };
+        // Dropped outside the lock: each sends its cancel notice.
+        drop(stale);
     }
 
     fn parked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
@@ -86,8 +103,8 @@ impl Parking {
     pub(crate) fn park(&self, client: &Arc<McpClient>, call: Interrupted, caller: &Caller) -> Result<Reply, CallError> {
         let counted_as = caller.accounting_key();
         let upstream = Arc::clone(client.upstream());
+        self.let_go_of_the_stale();
         let mut parked = self.parked();
-        parked.retain(|_, waiting| waiting.since.elapsed() < PARKED_FOR);
         let of_upstream = parked.values().filter(|waiting| waiting.upstream == upstream);
         let (all, theirs) = of_upstream
             .fold((0, 0), |(all, theirs), waiting| (all + 1, theirs + usize::from(waiting.counted_as == counted_as)));
@@ -101,7 +118,9 @@ impl Parking {
         let waiting = Parked {
             call,
             since: Instant::now(),
-            caller: caller.clone(),
+            // Parked calls are of 2025-era upstreams, which never exchange a
+            // caller's token: it is not kept.
+            caller: Caller { subject_token: None, ..caller.clone() },
             counted_as,
             upstream,
             client: Arc::downgrade(client),
@@ -202,6 +221,15 @@ fn from_turn(mut turn: Value) -> Result<Reply, CallError> {
     }
     let error = turn["error"].as_str().unwrap_or("the upstream's call went on elsewhere and said nothing");
     Err(CallError::Parked(error.to_owned()))
+}
+
+/// Lets go of `parking`'s stale calls every minute, while it lives.
+async fn sweep(parking: Weak<Parking>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let Some(parking) = parking.upgrade() else { return };
+        parking.let_go_of_the_stale();
+    }
 }
 
 /// Follows the bus for `parking`: answers for calls parked here, and turns

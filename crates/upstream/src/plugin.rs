@@ -128,6 +128,7 @@ impl UpstreamPlugin {
         let first_done = Arc::new(Notify::new());
         let resubscribe = Arc::new(Notify::new());
         let follower = Follower {
+            plugin: self.id.clone(),
             client: Arc::clone(&self.client),
             stop: self.stop.clone(),
             nudge: Arc::clone(&nudge),
@@ -392,7 +393,11 @@ impl Plugin for UpstreamPlugin {
                         self.client.let_go(&parked);
                         return Err(PluginError::MissingCapability(needed));
                     }
-                    return input::asked_mid_call(parked, key, request);
+                    let asked = input::asked_mid_call(parked.clone(), key, request);
+                    if asked.is_err() {
+                        self.client.let_go(&parked);
+                    }
+                    return asked;
                 }
             };
             if !read_only || result.get("ttlMs").is_none() {

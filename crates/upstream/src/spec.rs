@@ -35,6 +35,10 @@ pub enum Credentials {
         grant: TokenGrant,
         /// The upstream as the authorization server names it (`audience`).
         audience: Option<String>,
+        /// The issuer whose callers' tokens are exchanged (`subject_issuer`);
+        /// when not given, the issuer at the token endpoint's origin. A
+        /// caller's token from any other issuer is never sent there.
+        subject_issuer: Option<String>,
     },
 }
 
@@ -168,15 +172,16 @@ fn parse_auth(auth: &Value, secrets: &SecretPolicy) -> Result<Credentials, SpecE
     if let Some(exchange) = auth.get("token_exchange") {
         let prefix = "auth.token_exchange.";
         let exchange = exchange.as_object().ok_or_else(|| invalid("auth.token_exchange", "must be an object"))?;
-        let grant = token_grant(exchange, prefix, &["audience"], secrets)?;
+        let grant = token_grant(exchange, prefix, &["audience", "subject_issuer"], secrets)?;
         let audience = optional_text(exchange, prefix, "audience")?;
+        let subject_issuer = optional_text(exchange, prefix, "subject_issuer")?;
         if audience.is_none() && grant.resource.is_none() {
             return Err(invalid(
                 "auth.token_exchange.audience",
                 "give audience, resource or both: the exchanged token must be meant for this upstream",
             ));
         }
-        return Ok(Credentials::TokenExchange { grant, audience });
+        return Ok(Credentials::TokenExchange { grant, audience, subject_issuer });
     }
     let cc = auth
         .get("client_credentials")
@@ -284,7 +289,7 @@ mod tests {
             UpstreamSpec::parse(&json!({"url": "https://x/mcp", "auth": {"token_exchange": auth}}), &policy)
         };
         let spec = exchange(json!({"audience": "tools", "scope": "read"})).unwrap();
-        let Credentials::TokenExchange { grant, audience } = &spec.credentials else { panic!("{spec:?}") };
+        let Credentials::TokenExchange { grant, audience, .. } = &spec.credentials else { panic!("{spec:?}") };
         assert_eq!(
             (audience.as_deref(), grant.scope.as_deref(), grant.resource.as_deref()),
             (Some("tools"), Some("read"), None)

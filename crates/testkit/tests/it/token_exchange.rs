@@ -10,7 +10,7 @@
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use switchyard_testkit::{App, AuthorizationServer, Client, HostileUpstream};
+use switchyard_testkit::{App, AuthorizationServer, Client, HostileUpstream, LegacyPythonServer};
 
 use crate::plugins::{Admin, upstreams_on_loopback};
 
@@ -142,4 +142,20 @@ async fn a_real_resource_server_accepts_the_exchanged_token_and_a_caller_without
     let result = call(&open.client(), "up_test_simple_text").await;
     assert_eq!(result["isError"], true, "{result}");
     assert!(result["content"][0]["text"].as_str().unwrap().contains("no token of the caller's"), "{result}");
+}
+
+/// A 2025-era upstream (the official Python SDK) keeps one session for all
+/// our callers: each caller's exchanged token would travel in it. Token
+/// exchange with one is refused at registration, saying why.
+#[tokio::test]
+async fn token_exchange_with_a_2025_era_upstream_is_refused() {
+    let authorization = AuthorizationServer::start().await;
+    let secrets = tempfile::tempdir().unwrap();
+    let (app, _) = front(&authorization, &secrets).await;
+    let legacy = LegacyPythonServer::start().await;
+    let plugin =
+        json!({"namespace": "py", "kind": "upstream", "spec": exchanging(&authorization, &secrets, legacy.url())});
+    let (status, body) = Admin::of(&app).post("/plugins", plugin).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.to_string().contains("token exchange needs a 2026-07-28 upstream"), "{body}");
 }

@@ -63,7 +63,8 @@ impl Interrupted {
             Value::String(id) => id.clone(),
             other => other.to_string(),
         };
-        format!("upstream-{id:.200}")
+        // At most 60 characters of it: 240 bytes at most, within a key's bound.
+        format!("upstream-{}", id.chars().take(60).collect::<String>())
     }
 }
 
@@ -126,7 +127,11 @@ impl McpClient {
                 "the upstream's call no longer waits for this answer: it waited too long".into(),
             ));
         };
-        self.go_on(waiting.call, cx.caller(), answers, deadline, Some(&Relay::to(cx))).await
+        // The client the call was made by: the plugin may have been rebuilt since.
+        let Some(client) = waiting.client.upgrade() else {
+            return Err(CallError::Parked("the upstream was changed or removed while its call waited".into()));
+        };
+        client.go_on(waiting.call, cx.caller(), answers, deadline, Some(&Relay::to(cx))).await
     }
 
     /// Lets go of the call parked under `parked`: the upstream is told it is
@@ -156,8 +161,16 @@ impl McpClient {
             .await
             .map_err(|_| CallError::Timeout(self.spec.timeout))?
             .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-        if !posted.status().is_success() {
-            return Err(CallError::Transport(format!("the answer was refused: HTTP {}", posted.status())));
+        match posted.status() {
+            status if status.is_success() => {}
+            reqwest::StatusCode::NOT_FOUND => {
+                return Err(CallError::Parked("the upstream forgot the session its call waited in".into()));
+            }
+            status @ (reqwest::StatusCode::UNAUTHORIZED | reqwest::StatusCode::FORBIDDEN) => {
+                self.forget_token(Some(caller)).await;
+                return Err(CallError::Credentials(format!("the upstream answered {status}")));
+            }
+            status => return Err(CallError::Transport(format!("the answer was refused: HTTP {status}"))),
         }
         let id = call.id.clone();
         let turn = tokio::time::timeout_at(deadline, self.next_turn(&mut call.reader, &id, relay, true))

@@ -71,6 +71,31 @@ impl Expiry<[u8; 32], Exchanged> for KeptFor {
     }
 }
 
+/// What a token exchange for one upstream needs.
+#[derive(Clone, Copy)]
+pub(super) struct Exchange<'a> {
+    grant: &'a TokenGrant,
+    audience: Option<&'a str>,
+    subject_issuer: Option<&'a str>,
+}
+
+/// Whether the token endpoint `token_url` may be sent a token `issuer`
+/// issued: the issuer the spec names (`subject_issuer`), or, when it names
+/// none, the issuer at the endpoint's own origin (scheme, host and port).
+fn serves(token_url: &str, subject_issuer: Option<&str>, issuer: &str) -> bool {
+    let trimmed = |s: &str| s.trim_end_matches('/').to_owned();
+    if let Some(named) = subject_issuer {
+        return trimmed(named) == trimmed(issuer);
+    }
+    match (reqwest::Url::parse(token_url), reqwest::Url::parse(issuer)) {
+        (Ok(endpoint), Ok(issuer)) => endpoint.origin() == issuer.origin(),
+        _ => false,
+    }
+}
+
+/// The longest a token is used, whatever its `expires_in` says.
+const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
 /// Why the token endpoint gave no token.
 enum NoToken {
     /// It answered, and refused: the OAuth error code.
@@ -92,8 +117,10 @@ impl McpClient {
     /// exchanged for the caller's; else the platform's own.
     pub(super) async fn access_token(&self, caller: Option<&Caller>) -> Result<Option<String>, CallError> {
         match (&self.spec.credentials, caller) {
-            (Credentials::TokenExchange { grant, audience }, Some(caller)) => {
-                self.exchanged_token(grant, audience.as_deref(), caller).await.map(Some)
+            (Credentials::TokenExchange { grant, audience, subject_issuer }, Some(caller)) => {
+                let exchange =
+                    Exchange { grant, audience: audience.as_deref(), subject_issuer: subject_issuer.as_deref() };
+                self.exchanged_token(&exchange, caller).await.map(Some)
             }
             (credentials, _) => match credentials.grant() {
                 Some(grant) => self.platform_token(grant).await.map(Some),
@@ -133,12 +160,8 @@ impl McpClient {
 
     /// A token for this upstream exchanged for `caller`'s, from the cache or
     /// the authorization server. Identical exchanges in flight are one.
-    async fn exchanged_token(
-        &self,
-        grant: &TokenGrant,
-        audience: Option<&str>,
-        caller: &Caller,
-    ) -> Result<String, CallError> {
+    async fn exchanged_token(&self, exchange: &Exchange<'_>, caller: &Caller) -> Result<String, CallError> {
+        let Exchange { grant, audience, subject_issuer } = *exchange;
         let Some(subject) = caller.subject_token.as_ref() else {
             // No platform credential instead: the upstream expects the caller.
             return Err(CallError::Credentials(format!(
@@ -146,6 +169,13 @@ impl McpClient {
                 self.named()
             )));
         };
+        // The caller's token goes only to its own issuer's authorization server.
+        if !serves(&grant.token_url, subject_issuer, subject.issuer()) {
+            return Err(CallError::Credentials(format!(
+                "{} exchanges tokens of another issuer than the caller's; the caller's token is not sent there",
+                self.named()
+            )));
+        }
         let exchanging = async {
             let mut form = vec![
                 ("grant_type", TOKEN_EXCHANGE),
@@ -216,7 +246,11 @@ impl McpClient {
         let Some(value) = value else {
             // The error code only: the body may echo what we sent.
             let code = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
-            return Err(if status.is_client_error() {
+            // An OAuth error code is a short token; anything longer is cut.
+            let code: String = code.chars().take(64).collect();
+            // Too many requests, or too slow: worth asking again, not a refusal.
+            let busy = matches!(status.as_u16(), 408 | 429);
+            return Err(if status.is_client_error() && !busy {
                 NoToken::Refused(format!("{status}: {code}"))
             } else {
                 NoToken::Failed(format!("token endpoint answered {status}: {code}"))
@@ -229,7 +263,8 @@ impl McpClient {
         {
             return Err(NoToken::Refused(format!("it issued a {kind:?} token, not a bearer token")));
         }
-        let lifetime = Duration::from_secs(answer.get("expires_in").and_then(Value::as_u64).unwrap_or(300));
+        let lifetime = Duration::from_secs(answer.get("expires_in").and_then(Value::as_u64).unwrap_or(300))
+            .min(MAX_TOKEN_LIFETIME);
         // Used until a little before it expires, so it never expires in flight.
         let usable_for = lifetime.saturating_sub(lifetime.min(Duration::from_secs(30)).max(lifetime / 10));
         Ok(Granted { value: value.to_owned(), usable_for })
@@ -266,5 +301,18 @@ mod tests {
     #[test]
     fn form_encoding() {
         assert_eq!(form_urlencode(&[("a", "b c"), ("s", "x&y=z/")]), "a=b+c&s=x%26y%3Dz%2F");
+    }
+
+    #[test]
+    fn a_callers_token_goes_only_to_its_own_issuers_endpoint() {
+        let endpoint = "https://login.example/oauth/token";
+        assert!(serves(endpoint, None, "https://login.example"));
+        assert!(serves(endpoint, None, "https://login.example/realms/a/"));
+        assert!(!serves(endpoint, None, "https://other.example"), "another issuer's token is not sent");
+        assert!(!serves(endpoint, None, "http://login.example"), "nor over another scheme");
+        assert!(!serves(endpoint, None, "https://login.example:8443"), "nor to another port");
+        assert!(!serves(endpoint, None, "not a url"));
+        assert!(serves(endpoint, Some("https://idp.example/"), "https://idp.example"), "the issuer the spec names");
+        assert!(!serves(endpoint, Some("https://idp.example"), "https://login.example"));
     }
 }
