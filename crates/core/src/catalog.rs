@@ -299,6 +299,13 @@ impl ListChanges {
     pub fn resource_updated(&self, plugin: &str, uri: &str) {
         self.0.resource_updated(plugin, uri);
     }
+
+    /// Any resource plugin `plugin` serves may have changed, unknown which
+    /// (an upstream's stream broke): this replica's streams subscribed to
+    /// one of them each hear of it.
+    pub fn resources_may_have_changed(&self, plugin: &str) {
+        self.0.resources_may_have_changed(plugin);
+    }
 }
 
 impl std::fmt::Debug for ListChanges {
@@ -327,6 +334,14 @@ impl ChangeSink for CatalogChanges {
         if let Some(hub) = hub {
             hub.deliver_here(Event::ResourceUpdated { uri: uri.to_owned() });
         }
+    }
+
+    fn resources_may_have_changed(&self, plugin: &str) {
+        let Some(catalog) = self.0.upgrade() else { return };
+        let hub = catalog.updates_heard_by.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(hub) = hub else { return };
+        let snapshot = catalog.snapshot();
+        hub.deliver_here_to_subscribers(|uri| snapshot.serving(uri).is_some_and(|entry| entry.plugin.id() == plugin));
     }
 }
 

@@ -291,6 +291,8 @@ pub(crate) trait ChangeSink: Send + Sync {
     fn changed(&self, kind: ListKind) -> BoxFuture<'_, ()>;
     /// A resource of `plugin`'s changed, as this replica learned by itself.
     fn resource_updated(&self, plugin: &str, uri: &str);
+    /// Any resource of `plugin`'s may have changed, unknown which.
+    fn resources_may_have_changed(&self, plugin: &str);
 }
 
 /// Sends a request's own notifications (progress, log messages) to the

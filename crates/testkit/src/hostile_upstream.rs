@@ -156,6 +156,11 @@ impl HostileUpstream {
         let _ = self.shared.changed.send(Bytes::from(format!("data: {updated}\n\n")));
     }
 
+    /// Ends every open listen stream, as an upstream that restarts would.
+    pub fn end_listen_streams(&self) {
+        let _ = self.shared.changed.send(Bytes::new());
+    }
+
     /// The resources the last listen stream opened asked to hear of.
     pub fn subscriptions(&self) -> Vec<String> {
         self.shared.subscriptions.lock().expect("subscriptions").clone()
@@ -356,6 +361,8 @@ fn listen(shared: &Arc<Shared>, id: Value, behaviour: Behaviour) -> Response {
         async move {
             let flooding = || *open.0.behaviour.lock().expect("behaviour") == Behaviour::Flood;
             match receiver.recv().await {
+                // Nothing to send: the stream ends.
+                Ok(event) if event.is_empty() => None,
                 Ok(event) if !flooding() => Some((event, (receiver, open))),
                 Err(broadcast::error::RecvError::Lagged(_)) if !flooding() => Some((changed, (receiver, open))),
                 _ => None,

@@ -58,8 +58,10 @@ pub(crate) struct Follower {
 impl Follower {
     /// Follows the stream (stateless upstreams only) until the plugin stops;
     /// reopens it after a backoff when it ends, breaks, floods or stays
-    /// silent too long, and then nudges a refresh and reports every
-    /// subscribed resource updated, since changes may have been missed.
+    /// silent too long, and then nudges a refresh and tells every local
+    /// stream subscribed to one of the upstream's resources (any URI the
+    /// catalog has it serve, below a template too) that it may have changed,
+    /// since changes may have been missed.
     pub(crate) async fn run(self) {
         tokio::select! {
             () = self.stop.cancelled() => return,
@@ -82,9 +84,7 @@ impl Follower {
             let subscriptions = resource_subscriptions(&self.lists.read().unwrap_or_else(|p| p.into_inner()));
             if gap {
                 self.cache.forget();
-                for uri in &subscriptions {
-                    self.changes.resource_updated(&self.plugin, uri);
-                }
+                self.changes.resources_may_have_changed(&self.plugin);
             }
             let opened = Instant::now();
             let (mut window_start, mut in_window, mut flooded) = (Instant::now(), 0_usize, false);

@@ -345,6 +345,23 @@ impl ListenHub {
         self.inner.fan_out(&[event]);
     }
 
+    /// Tells this process's streams that every resource they subscribed to
+    /// for which `affected` holds may have changed: one `resources/updated`
+    /// per such subscribed URI. For a source of updates that lost track (an
+    /// upstream's stream broke), whatever the URIs below its templates that
+    /// clients chose.
+    pub fn deliver_here_to_subscribers(&self, affected: impl Fn(&str) -> bool) {
+        let mut uris: Vec<String> = {
+            let registry = self.inner.lock();
+            let subscribed = registry.listeners.values().flat_map(|listener| listener.filter.resource_uris.iter());
+            subscribed.filter(|uri| affected(uri)).cloned().collect()
+        };
+        uris.sort_unstable();
+        uris.dedup();
+        let events: Vec<Event> = uris.into_iter().map(|uri| Event::ResourceUpdated { uri }).collect();
+        self.inner.fan_out(&events);
+    }
+
     /// How many streams are open in this process.
     pub fn open_streams(&self) -> usize {
         self.inner.lock().listeners.len()

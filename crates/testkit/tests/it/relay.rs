@@ -165,3 +165,26 @@ async fn a_call_given_up_is_cancelled_at_a_2025_era_upstream() {
     })
     .await;
 }
+
+/// When the upstream's listen stream breaks, updates may have been missed:
+/// once it is open again, each of our streams subscribed to one of the
+/// upstream's resources hears that resource updated.
+#[tokio::test]
+async fn a_break_in_the_upstreams_stream_is_heard_as_updates_of_its_resources() {
+    let upstream = HostileUpstream::start().await;
+    let (app, _secrets) = front("h", upstream.url()).await;
+    let client = app.client();
+    switchyard_testkit::until("the front listens to the upstream", Duration::from_secs(10), async || {
+        upstream.listen_streams() == 1
+    })
+    .await;
+    let params = json!({"notifications": {"resourceSubscriptions": ["hostile://private"]}});
+    let heard = client
+        .stream("subscriptions/listen", params, 2, Duration::from_secs(15), || async {
+            upstream.end_listen_streams();
+        })
+        .await;
+    assert_eq!(heard.messages.len(), 2, "{:?}", heard.messages);
+    assert_eq!(heard.messages[1]["method"], "notifications/resources/updated");
+    assert_eq!(heard.messages[1]["params"]["uri"], "hostile://private");
+}
