@@ -163,8 +163,6 @@ pub struct PluginCache {
     cache: Arc<AnswerCache>,
     plugin: u64,
     generation: Arc<AtomicU64>,
-    /// The plugin, as its metrics are labelled: its namespace.
-    plugin_label: Arc<str>,
 }
 
 impl AnswerCache {
@@ -176,11 +174,10 @@ impl AnswerCache {
     }
 
     /// A view for a new plugin instance.
-    /// A view of the cache for a new plugin instance, labelled `label` (its
-    /// namespace) in the metrics.
-    pub fn for_plugin(self: &Arc<Self>, label: &Arc<str>) -> PluginCache {
+    /// A view of the cache for a new plugin instance.
+    pub fn for_plugin(self: &Arc<Self>) -> PluginCache {
         let plugin = NEXT_PLUGIN.fetch_add(1, Ordering::Relaxed);
-        PluginCache { cache: Arc::clone(self), plugin, generation: Arc::default(), plugin_label: Arc::clone(label) }
+        PluginCache { cache: Arc::clone(self), plugin, generation: Arc::default() }
     }
 }
 
@@ -202,7 +199,7 @@ fn audience(cx: &CallContext) -> Arc<str> {
 
 impl PluginCache {
     fn record(&self, outcome: &'static str) {
-        switchyard_telemetry::metrics().answer_cache(outcome, &self.plugin_label);
+        switchyard_telemetry::metrics().answer_cache(outcome);
     }
 
     fn key(&self, method: &'static str, target: &Arc<str>, audience: Option<Arc<str>>) -> Key {
@@ -221,24 +218,28 @@ impl PluginCache {
     }
 
     /// The answer to `method` on `target` for `cx`'s caller: a kept one, the
-    /// one an identical request in flight gets, or `fetch`'s.
+    /// one an identical request in flight gets, or that of the request
+    /// `fetch` makes. `fetch` is called only when nothing kept answers: a
+    /// request's future is large (an upstream client's holds every state of
+    /// its call), and a hit should not build and move one.
     ///
     /// # Errors
-    /// `fetch`'s, shared by the requests that waited on it.
-    pub async fn read_through<F, E>(
+    /// The fetch's, shared by the requests that waited on it.
+    pub async fn read_through<M, F, E>(
         &self,
         method: &'static str,
         target: Arc<str>,
         cx: &CallContext,
-        fetch: F,
+        fetch: M,
     ) -> Result<Arc<Value>, E>
     where
+        M: FnOnce() -> F,
         F: Future<Output = Result<(Value, Weight), E>>,
         E: Clone + Send + Sync + 'static,
     {
         // A retry carries its client's answers: its answer is its own.
         let Some(entries) = self.cache.entries.as_ref().filter(|_| cx.input().is_none()) else {
-            return fetch.await.map(|(result, _)| Arc::new(result));
+            return fetch().await.map(|(result, _)| Arc::new(result));
         };
         if let Some(kept) = entries.get(&self.key(method, &target, None)).await {
             self.record("hit");
@@ -252,7 +253,9 @@ impl PluginCache {
         let kept = entries
             .try_get_with(private.clone(), async {
                 asked.store(true, Ordering::Relaxed);
-                fetch.await.map(|(result, weight)| Kept::new(result, weight))
+                // Boxed, so that the future the cache holds (and a hit
+                // builds) stays small.
+                Box::pin(fetch()).await.map(|(result, weight)| Kept::new(result, weight))
             })
             .await
             .map_err(|error| (*error).clone())?;

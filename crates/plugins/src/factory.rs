@@ -160,7 +160,7 @@ impl Factory {
                     WasmPlugin::load(runtime, plugin.id, &module, spec)
                         .await
                         .map_err(|e| invalid("spec.artifact", e.to_string()))?
-                        .with_answers(self.answers.for_plugin(&plugin.namespace.into())),
+                        .with_answers(self.answers.for_plugin()),
                 )
             }
             PluginKind::Upstream => {

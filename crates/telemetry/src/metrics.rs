@@ -166,7 +166,7 @@ impl Metrics {
             answer_cache: counter(
                 "switchyard.answers.cache",
                 "{request}",
-                "Plugin answers (upstream, WASM) looked up in the answer cache, by result: hit (kept, or shared with an identical request in flight) or miss, and plugin.",
+                "Plugin answers (upstream, WASM) looked up in the answer cache, by result: hit (kept, or shared with an identical request in flight) or miss.",
             ),
         }
     }
@@ -273,11 +273,11 @@ impl Metrics {
         self.upstream_retries.add(1, &[upstream_label(upstream)]);
     }
 
-    /// An answer-cache lookup's `result` for `plugin` (its namespace, one
-    /// of the registry's): `hit` or `miss`.
-    pub fn answer_cache(&self, result: &'static str, plugin: &Arc<str>) {
-        let plugin = KeyValue::new("plugin", StringValue::from(Arc::clone(plugin)));
-        self.answer_cache.add(1, &[KeyValue::new("result", result), plugin]);
+    /// An answer-cache lookup's `result`: `hit` or `miss`. Not labelled by
+    /// plugin: a hit is the whole of a cached read, and each attribute adds
+    /// to the counter's lookup.
+    pub fn answer_cache(&self, result: &'static str) {
+        self.answer_cache.add(1, &[KeyValue::new("result", result)]);
     }
 
     /// The catalog version now served.

@@ -89,13 +89,12 @@ impl UpstreamPlugin {
         changes: Option<ListChanges>,
         cache: &Arc<AnswerCache>,
     ) -> Result<Self, CallError> {
-        let upstream = Arc::clone(client.upstream());
         let plugin = Self {
             id: id.to_owned(),
             client,
             lists: Arc::default(),
             stop: CancellationToken::new(),
-            cache: cache.for_plugin(&upstream),
+            cache: cache.for_plugin(),
             tools_cacheable: AtomicBool::new(false),
         };
         let Some(changes) = changes else {
@@ -418,7 +417,7 @@ impl Plugin for UpstreamPlugin {
             let mut params = Map::new();
             params.insert("uri".into(), json!(uri));
             input::answer(&mut params, &cx);
-            let fetch = self.client.request_relayed(request::RESOURCES_READ, params, Some(uri), &[], &cx);
+            let fetch = || self.client.request_relayed(request::RESOURCES_READ, params, Some(uri), &[], &cx);
             match self.cache.read_through(request::RESOURCES_READ, uri.into(), &cx, fetch).await {
                 Err(CallError::Rpc { code: -32602 | -32002, .. }) => {
                     Err(PluginError::ResourceNotFound { uri: uri.to_owned() })
@@ -440,7 +439,7 @@ impl Plugin for UpstreamPlugin {
             params.insert("name".into(), json!(name));
             params.insert("arguments".into(), Value::Object(arguments));
             input::answer(&mut params, &cx);
-            let fetch = self.client.request_relayed(request::PROMPTS_GET, params, Some(name), &[], &cx);
+            let fetch = || self.client.request_relayed(request::PROMPTS_GET, params, Some(name), &[], &cx);
             self.cache
                 .read_through(request::PROMPTS_GET, target, &cx, fetch)
                 .await

@@ -63,9 +63,8 @@ async fn reads_are_kept_for_their_ttl_asked_once_at_a_time_and_dropped_on_change
         read(&client, "hostile://public").await != first
     })
     .await;
-    let hits = crate::upstreams::metric(&replica, r#"switchyard_answers_cache_total{plugin="h",result="hit"}"#).await;
-    let misses =
-        crate::upstreams::metric(&replica, r#"switchyard_answers_cache_total{plugin="h",result="miss"}"#).await;
+    let hits = crate::upstreams::metric(&replica, r#"switchyard_answers_cache_total{result="hit"}"#).await;
+    let misses = crate::upstreams::metric(&replica, r#"switchyard_answers_cache_total{result="miss"}"#).await;
     assert!(hits >= 3 + 7 && misses >= 5, "hits {hits}, misses {misses}");
 }
 
@@ -154,7 +153,7 @@ async fn a_wasm_modules_marked_results_are_kept() {
         reply.result()["structuredContent"]["words"].as_u64().unwrap()
     };
     let counted = async |result: &str| {
-        let series = format!("switchyard_answers_cache_total{{plugin=\"text\",result=\"{result}\"}}");
+        let series = format!("switchyard_answers_cache_total{{result=\"{result}\"}}");
         crate::upstreams::metric(&replica, &series).await
     };
     assert_eq!(analyze("To be, or not to be.").await, 6);
