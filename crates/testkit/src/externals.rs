@@ -399,12 +399,7 @@ impl AuthorizationServer {
     /// # Panics
     /// When the server does not tell.
     pub async fn introspection_load(&self) -> (u64, u64) {
-        let load: serde_json::Value = reqwest::get(format!("{}/test/introspection-load", self.issuer()))
-            .await
-            .expect("authorization server reachable")
-            .json()
-            .await
-            .expect("a JSON answer");
+        let load = self.test_hook("introspection-load").await;
         (load["total"].as_u64().expect("total"), load["peak"].as_u64().expect("peak"))
     }
 
@@ -413,13 +408,17 @@ impl AuthorizationServer {
     /// # Panics
     /// When the server does not tell.
     pub async fn exchanges(&self) -> u64 {
-        let asked: serde_json::Value = reqwest::get(format!("{}/test/exchanges", self.issuer()))
+        self.test_hook("exchanges").await["total"].as_u64().expect("total")
+    }
+
+    /// What the test hook `GET /test/{hook}` tells.
+    async fn test_hook(&self, hook: &str) -> serde_json::Value {
+        reqwest::get(format!("{}/test/{hook}", self.issuer()))
             .await
             .expect("authorization server reachable")
             .json()
             .await
-            .expect("a JSON answer");
-        asked["total"].as_u64().expect("total")
+            .expect("a JSON answer")
     }
 
     /// Rotates the signing key: later tokens carry a new `kid`. Returns it.
