@@ -83,11 +83,7 @@ impl Call<'_> {
             }
             (TaskSupport::Optional | TaskSupport::Required, Some(tasks)) if declared_tasks => {
                 let result = self.call_tool_as_task(tool, tasks, arguments).await;
-                let outcome = match &result {
-                    Ok(result) if result.get("resultType").and_then(Value::as_str) == Some("task") => ToolOutcome::Task,
-                    other => tool_outcome(other),
-                };
-                switchyard_telemetry::metrics().tool_call(&tool.name, outcome);
+                switchyard_telemetry::metrics().tool_call(&tool.name, tool_outcome(&result));
                 return result;
             }
             _ => {}
@@ -214,6 +210,7 @@ impl Call<'_> {
             let (requests, state) = match outcome {
                 Outcome::Complete(result) => return Ok(result),
                 Outcome::InputRequired { requests, state } => (requests, state),
+                Outcome::Task(fields) => return self.relayed_task_created(plugin.as_ref(), target, fields),
             };
             if request.era == Era::Modern {
                 return self.ask_modern_client(plugin.id(), requests, state, binding);
@@ -231,11 +228,12 @@ impl Call<'_> {
     }
 
     /// What a plugin called for this request may use, until `deadline`.
-    fn context(&self, deadline: tokio::time::Instant, input: Option<InputRound>) -> CallContext {
+    pub(crate) fn context(&self, deadline: tokio::time::Instant, input: Option<InputRound>) -> CallContext {
         CallContext {
             caller: self.request.caller.clone(),
             client_capabilities: Arc::clone(&self.capabilities),
             asks_on_stream: self.request.era != Era::Modern,
+            accepts_task: self.accepts_task(),
             deadline: deadline.into_std(),
             // The request's own token: a timeout ends the whole request.
             cancel: self.cancel.clone(),
@@ -243,6 +241,14 @@ impl Call<'_> {
             notifier: self.notifier.clone(),
             changes: Some(self.deps.catalog.change_sink()),
         }
+    }
+
+    /// Whether this request may be answered with a task: a modern one that
+    /// declared the extension, to a server that serves it.
+    pub(crate) fn accepts_task(&self) -> bool {
+        self.deps.tasks.is_some()
+            && self.request.era == Era::Modern
+            && ClientCapability::Tasks.is_declared_in(&self.capabilities)
     }
 
     /// The `input_required` result of a modern request: every input request
@@ -305,6 +311,7 @@ impl Call<'_> {
 /// How a tool call ended, for `switchyard.tool.calls`.
 fn tool_outcome(result: &Result<Value, Error>) -> ToolOutcome {
     match result {
+        Ok(result) if result.get("resultType").and_then(Value::as_str) == Some("task") => ToolOutcome::Task,
         Ok(result) if result.get("resultType").and_then(Value::as_str) == Some("input_required") => {
             ToolOutcome::InputRequired
         }

@@ -38,6 +38,25 @@ pub enum Outcome {
         /// cannot change it.
         state: Option<Value>,
     },
+    /// The call became a task where the plugin's work runs (an upstream
+    /// server that offers the Tasks extension): that task's fields as its
+    /// server gave them. Only for a call whose context
+    /// [accepts a task](CallContext::accepts_task); the server checks the
+    /// fields and gives its client a task id of its own, by which the
+    /// client's `tasks/*` requests come back to [`Plugin::task`].
+    Task(Map<String, Value>),
+}
+
+/// A client's request about a task a plugin's source keeps (see
+/// [`Outcome::Task`]).
+#[derive(Debug, Clone, Copy)]
+pub enum TaskRequest<'a> {
+    /// `tasks/get`: the detailed task.
+    Get,
+    /// `tasks/update`: the client's `inputResponses`.
+    Update(&'a Map<String, Value>),
+    /// `tasks/cancel`.
+    Cancel,
 }
 
 /// How a plugin call can fail. `core::error` decides what the client sees.
@@ -170,6 +189,21 @@ pub trait Plugin: Send + Sync + 'static {
         let _ = (reference, argument, value, context, cx);
         Box::pin(async { Ok(Vec::new()) })
     }
+
+    /// Answers `request` about the task `id` (the id its source gave, in an
+    /// [`Outcome::Task`] of this plugin's): the result object of `tasks/get`
+    /// (the source's detailed task, which the server checks), or of
+    /// `tasks/update` and `tasks/cancel` (an acknowledgement). The server
+    /// has checked that the task is the caller's.
+    fn task<'a>(
+        &'a self,
+        id: &'a str,
+        request: TaskRequest<'a>,
+        cx: CallContext,
+    ) -> BoxFuture<'a, PluginResult<Value>> {
+        let _ = (request, cx);
+        Box::pin(async move { Err(PluginError::InvalidParams(format!("Unknown task: {id}"))) })
+    }
 }
 
 /// The answers and state of a multi-round retry.
@@ -189,6 +223,8 @@ pub struct CallContext {
     /// A 2025-era request: it declares no capabilities per request, and
     /// input is asked of its client on its response stream.
     pub(crate) asks_on_stream: bool,
+    /// The request may be answered with a task (see [`Outcome::Task`]).
+    pub(crate) accepts_task: bool,
     pub(crate) deadline: Instant,
     pub(crate) cancel: CancellationToken,
     pub(crate) input: Option<InputRound>,
@@ -203,6 +239,7 @@ impl CallContext {
             caller: Caller::default(),
             client_capabilities: Arc::new(Map::new()),
             asks_on_stream: false,
+            accepts_task: false,
             deadline,
             cancel: CancellationToken::new(),
             input: None,
@@ -246,6 +283,14 @@ impl CallContext {
             .into_iter()
             .filter_map(|key| Some((key.to_owned(), self.client_capabilities.get(key)?.clone())))
             .collect()
+    }
+
+    /// Whether this call may become a task at the plugin's source
+    /// ([`Outcome::Task`]): a `tools/call` (or a request about a task) of a
+    /// client that declared the Tasks extension, to a server that serves
+    /// it. A server this call relays to is told the extension only then.
+    pub fn accepts_task(&self) -> bool {
+        self.accepts_task
     }
 
     /// The client's answers and the opened state, on a multi-round retry.

@@ -117,18 +117,50 @@ impl StateSealer {
 
     /// Seals `state` for the request described by `binding`.
     pub fn seal(&self, binding: Binding<'_>, state: Option<Value>) -> String {
-        let payload = Payload {
+        self.seal_payload(&Payload {
             m: binding.method.to_owned(),
             d: params_digest(&binding),
             p: binding.principal.map(str::to_owned),
             e: now_secs().saturating_add(self.lifetime.as_secs()),
             n: format!("{:032x}", rand::random::<u128>()),
             s: state,
-        };
+        })
+    }
+
+    /// Seals `handle`, a value the server mints for `principal` and must
+    /// recognise, unchanged, when a client hands it back within `lifetime`
+    /// (the id of a task an upstream keeps). `purpose` stands where a
+    /// `requestState` has its method, so that no sealed value of one kind
+    /// opens as another.
+    pub fn seal_handle(&self, purpose: &str, principal: Option<&str>, handle: Value, lifetime: Duration) -> String {
+        self.seal_payload(&Payload {
+            m: purpose.to_owned(),
+            d: String::new(),
+            p: principal.map(str::to_owned),
+            e: now_secs().saturating_add(lifetime.as_secs()),
+            n: format!("{:032x}", rand::random::<u128>()),
+            s: Some(handle),
+        })
+    }
+
+    /// Opens what [`StateSealer::seal_handle`] sealed for `purpose` and `principal`.
+    ///
+    /// # Errors
+    /// When it is malformed, tampered with, expired, or sealed for another
+    /// purpose or principal.
+    pub fn open_handle(&self, purpose: &str, principal: Option<&str>, sealed: &str) -> Result<Value, OpenError> {
+        let (payload, _) = self.open_payload(sealed)?;
+        if payload.m != purpose || !payload.d.is_empty() || payload.p.as_deref() != principal {
+            return Err(OpenError::WrongRequest);
+        }
+        payload.s.ok_or(OpenError::Malformed)
+    }
+
+    fn seal_payload(&self, payload: &Payload) -> String {
         let key = &self.keys[0];
         let head = format!("{VERSION}.{}", key.id);
         let salt: [u8; SALT_LEN] = rand::random();
-        let mut sealed = serde_json::to_vec(&payload).unwrap_or_default();
+        let mut sealed = serde_json::to_vec(payload).unwrap_or_default();
         message_key(key.secret.expose(), &salt)
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key([0; NONCE_LEN]),
@@ -147,6 +179,19 @@ impl StateSealer {
     /// When the state is malformed, tampered with, expired, or was sealed for
     /// another request.
     pub fn open(&self, sealed: &str, binding: Binding<'_>) -> Result<Opened, OpenError> {
+        let (payload, kid) = self.open_payload(sealed)?;
+        if payload.m != binding.method
+            || payload.d != params_digest(&binding)
+            || payload.p.as_deref() != binding.principal
+        {
+            return Err(OpenError::WrongRequest);
+        }
+        Ok(Opened { state: payload.s, id: format!("{kid}:{}", payload.n), expires_at: payload.e })
+    }
+
+    /// The payload of a sealed value, and the id of the key that sealed it,
+    /// if it verifies and has not expired.
+    fn open_payload<'s>(&self, sealed: &'s str) -> Result<(Payload, &'s str), OpenError> {
         let (head, body) = sealed.rsplit_once('.').ok_or(OpenError::Malformed)?;
         let (VERSION, kid) = head.split_once('.').ok_or(OpenError::Malformed)? else {
             return Err(OpenError::Malformed);
@@ -165,13 +210,7 @@ impl StateSealer {
         if payload.e < now_secs() {
             return Err(OpenError::Expired);
         }
-        if payload.m != binding.method
-            || payload.d != params_digest(&binding)
-            || payload.p.as_deref() != binding.principal
-        {
-            return Err(OpenError::WrongRequest);
-        }
-        Ok(Opened { state: payload.s, id: format!("{kid}:{}", payload.n), expires_at: payload.e })
+        Ok((payload, kid))
     }
 }
 
@@ -345,6 +384,28 @@ mod tests {
         assert!(!sealer.verify_tag("legacy-answer", &["r", "n", "alice"], "zz"));
         let rotated = StateSealer::new(vec![key("k2", 2), key("k1", 1)], Duration::from_secs(60));
         assert!(rotated.verify_tag("legacy-answer", &["r", "n", "alice"], &tag));
+    }
+
+    #[test]
+    fn handles_open_for_their_purpose_and_principal_only() {
+        let sealer = StateSealer::new(vec![key("k1", 1)], Duration::from_secs(60));
+        let sealed = sealer.seal_handle("task", Some("alice"), json!({"u": "theirs"}), Duration::from_secs(60));
+        assert_eq!(sealer.open_handle("task", Some("alice"), &sealed), Ok(json!({"u": "theirs"})));
+        assert_eq!(sealer.open_handle("task", Some("eve"), &sealed), Err(OpenError::WrongRequest));
+        assert_eq!(sealer.open_handle("task", None, &sealed), Err(OpenError::WrongRequest));
+        assert_eq!(sealer.open_handle("other", Some("alice"), &sealed), Err(OpenError::WrongRequest));
+        let body = URL_SAFE_NO_PAD.decode(sealed.rsplit_once('.').unwrap().1).unwrap();
+        assert!(!String::from_utf8_lossy(&body).contains("theirs"), "the handle is readable: {sealed}");
+        // A requestState is no handle, and a handle no requestState.
+        let (p, rest) = params("tools/call", json!({"name": "t"}));
+        let binding = Binding { method: "tools/call", params: &p, rest: &rest, principal: Some("alice") };
+        let state = sealer.seal(binding, Some(json!({"u": "theirs"})));
+        assert_eq!(sealer.open_handle("tools/call", Some("alice"), &state), Err(OpenError::WrongRequest));
+        let as_method = sealer.seal_handle("tools/call", Some("alice"), json!(1), Duration::from_secs(60));
+        assert_eq!(sealer.open(&as_method, binding), Err(OpenError::WrongRequest));
+        let expired = sealer.seal_handle("task", None, json!(1), Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(sealer.open_handle("task", None, &expired), Err(OpenError::Expired));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
-use switchyard_core::plugin::{CompletionRef, PluginResult};
+use switchyard_core::plugin::{CompletionRef, PluginResult, TaskRequest};
 use switchyard_core::{CachePolicy, CallContext, Outcome, Plugin, PluginError};
 
 /// A plugin whose tool and prompt names carry its namespace.
@@ -114,6 +114,15 @@ impl Plugin for Namespaced {
             Ok(local) => self.inner.get_prompt(local, arguments, cx),
             Err(error) => Box::pin(async move { Err(error) }),
         }
+    }
+
+    fn task<'a>(
+        &'a self,
+        id: &'a str,
+        request: TaskRequest<'a>,
+        cx: CallContext,
+    ) -> BoxFuture<'a, PluginResult<Value>> {
+        self.inner.task(id, request, cx)
     }
 
     fn complete<'a>(

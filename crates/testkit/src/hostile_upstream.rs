@@ -10,7 +10,9 @@
 //! `marked` (not), the last two with results marked for a minute, `resources/read` of
 //! `hostile://public` and `hostile://private` (kept for a minute, by every
 //! caller or by one), `hostile://fresh` (not kept) and `hostile://slow` (not
-//! kept, answered after 300 ms), and `subscriptions/listen`. It counts what
+//! kept, answered after 300 ms), `subscriptions/listen`, and the Tasks
+//! extension: its tool `job` (read-only) answers a task to a client that
+//! takes one, and `tasks/*` know only its own task ids. It counts what
 //! it is asked, and the bearer token of each request, so a test can tell a
 //! refresh that was refused from one that never happened, and whose token
 //! a request carried.
@@ -60,6 +62,8 @@ pub enum Behaviour {
     Flood,
     /// Every request but `subscriptions/listen` is answered HTTP 500.
     ServerError,
+    /// `tasks/get` answers a task whose status the extension does not know.
+    LyingTasks,
 }
 
 /// What the upstream was asked, by method.
@@ -277,13 +281,15 @@ async fn answer(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMa
         }
         ("server/discover", _) => json!({
             "supportedVersions": ["2026-07-28"],
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": {"tools": {"listChanged": true}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
             "serverInfo": {"name": "hostile", "version": "0"}
         }),
         ("tools/list", _) => {
             let mut kept = tool("kept");
             kept["annotations"] = json!({"readOnlyHint": true});
-            json!({"tools": [tool("ok"), kept, tool("marked")], "ttlMs": 3_600_000})
+            let mut job = tool("job");
+            job["annotations"] = json!({"readOnlyHint": true});
+            json!({"tools": [tool("ok"), kept, tool("marked"), job], "ttlMs": 3_600_000})
         }
         ("prompts/list", _) => json!({"prompts": []}),
         ("resources/list", _) => {
@@ -313,13 +319,51 @@ async fn answer(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMa
             let calls = shared.asked.0.lock().expect("asked").get("tools/call").copied().unwrap_or(0);
             json!({"content": [{"type": "text", "text": format!("call {calls}")}], "ttlMs": 60_000, "cacheScope": "public"})
         }
+        // A task, with a field the extension does not define, for a client that takes one.
+        ("tools/call", _)
+            if request["params"]["name"] == "job"
+                && request["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["extensions"]
+                    .get(TASKS)
+                    .is_some() =>
+        {
+            let calls = shared.asked.0.lock().expect("asked").get("tools/call").copied().unwrap_or(0);
+            let mut task = task(&format!("hostile-task-{calls}"), "working");
+            task["resultType"] = json!("task");
+            task
+        }
         ("tools/call", _) => json!({"content": [{"type": "text", "text": "ok"}]}),
+        ("tasks/get" | "tasks/update" | "tasks/cancel", _)
+            if !request["params"]["taskId"].as_str().is_some_and(|id| id.starts_with("hostile-task-")) =>
+        {
+            return axum::Json(
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "unknown task"}}),
+            )
+            .into_response();
+        }
+        ("tasks/get", Behaviour::LyingTasks) => {
+            task(request["params"]["taskId"].as_str().unwrap_or_default(), "finished")
+        }
+        ("tasks/get", _) => {
+            let mut done = task(request["params"]["taskId"].as_str().unwrap_or_default(), "completed");
+            done["result"] = json!({"content": [{"type": "text", "text": "done"}]});
+            done
+        }
+        ("tasks/update" | "tasks/cancel", _) => json!({"leak": "upstream-internal"}),
         _ => {
             return axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "unknown"}}))
                 .into_response();
         }
     };
     axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+}
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// A task of the upstream's, carrying a field the extension does not define.
+fn task(id: &str, status: &str) -> Value {
+    json!({"taskId": id, "status": status, "createdAt": "2026-12-05T00:00:00Z",
+           "lastUpdatedAt": "2026-12-05T00:00:01Z", "ttlMs": 60_000, "pollIntervalMs": 100,
+           "leak": "upstream-internal"})
 }
 
 fn tool(name: &str) -> Value {

@@ -1,21 +1,21 @@
 //! [`McpClient`]: requests to an upstream MCP server, in whichever era it speaks.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
-use switchyard_core::{CallContext, Caller};
-use switchyard_protocol::capabilities::ClientCapability;
+use switchyard_core::CallContext;
+use switchyard_protocol::capabilities::{self, ClientCapability};
 use switchyard_protocol::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 use switchyard_protocol::method::{notification, request};
-use switchyard_protocol::{headers, meta, version};
+use switchyard_protocol::{meta, version};
 use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
 use crate::breaker::{Breaker, RetryBudget};
-use crate::limits::{Bound, UpstreamLimits, json_values};
+use crate::limits::{Bound, UpstreamLimits};
 use crate::outbound::OutboundPolicy;
 use crate::parking::Parking;
 use crate::spec::{Credentials, UpstreamSpec};
@@ -27,10 +27,9 @@ mod cancel;
 mod listen;
 mod relay;
 mod token;
+mod wire;
 
-use answer::read_capped;
 pub(crate) use asked::{Interrupted, Reply};
-use cancel::CancelOnDrop;
 use relay::Relay;
 use token::{ExchangedTokens, Token};
 
@@ -143,6 +142,8 @@ pub struct McpClient {
     era: std::sync::Mutex<Era>,
     /// Held while the era is being learned, so that only one request asks.
     learning: Mutex<()>,
+    /// Whether its `server/discover` offered the Tasks extension.
+    offers_tasks: AtomicBool,
     /// The platform's own token (client credentials).
     token: Mutex<Option<Token>>,
     /// Tokens exchanged for callers' tokens (token exchange).
@@ -221,6 +222,7 @@ impl McpClient {
             limits,
             era: std::sync::Mutex::new(Era::Unknown),
             learning: Mutex::new(()),
+            offers_tasks: AtomicBool::new(false),
             token: Mutex::new(None),
             exchanged: token::exchanged_tokens(),
             header,
@@ -363,7 +365,12 @@ impl McpClient {
             return Ok(known); // learned while this request waited
         }
         let era = match self.send(&Era::Stateless, request::DISCOVER, Map::new(), None, &[], None).await {
-            Ok(_) => Era::Stateless,
+            Ok((discovered, _)) => {
+                let extensions = &discovered["capabilities"]["extensions"];
+                let offers_tasks = extensions.get(capabilities::TASKS_EXTENSION).is_some();
+                self.offers_tasks.store(offers_tasks, Ordering::Relaxed);
+                Era::Stateless
+            }
             Err(CallError::Rpc { .. }) => self.initialize().await?,
             Err(CallError::Transport(discovery)) => match self.initialize().await {
                 Ok(era) => era,
@@ -454,7 +461,8 @@ impl McpClient {
         }
         let id = json!(self.id());
         if let Some(relay) = relay {
-            relay.ask(&mut request_meta, &id, *era == Era::Stateless);
+            let tasks = *era == Era::Stateless && self.offers_tasks.load(Ordering::Relaxed);
+            relay.ask(&mut request_meta, &id, *era == Era::Stateless, tasks);
         }
         if !request_meta.is_empty() {
             params.insert(meta::META.into(), Value::Object(request_meta));
@@ -481,150 +489,5 @@ impl McpClient {
             .get_mut("result")
             .map(Value::take)
             .ok_or_else(|| CallError::Transport("a response without result or error".into()))
-    }
-
-    /// Headers every request carries: content negotiation, the revision, and
-    /// our credentials (for `caller`, when made on a caller's behalf).
-    async fn headers(
-        &self,
-        era: &Era,
-        method: &str,
-        name: Option<&str>,
-        caller: Option<&Caller>,
-    ) -> Result<HeaderMap, CallError> {
-        let mut map = HeaderMap::new();
-        map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        map.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-        let value = |s: &str| {
-            HeaderValue::from_str(s).map_err(|_| CallError::Transport(format!("{s:?} cannot be sent in a header")))
-        };
-        match era {
-            Era::Stateless | Era::Unknown => {
-                map.insert(headers::PROTOCOL_VERSION, HeaderValue::from_static(version::LATEST));
-                map.insert(headers::METHOD, value(method)?);
-                if let Some(name) = name {
-                    map.insert(headers::NAME, value(&headers::encode_value(name))?);
-                }
-            }
-            Era::Session { version, session } => {
-                if method != request::INITIALIZE {
-                    map.insert(headers::PROTOCOL_VERSION, value(version)?);
-                }
-                if let Some(session) = session {
-                    map.insert(headers::SESSION_ID, value(session)?);
-                }
-            }
-        }
-        if let Some((name, value)) = &self.header {
-            map.insert(name.clone(), value.clone());
-        }
-        if let Some(token) = self.access_token(caller).await? {
-            let mut bearer = value(&format!("Bearer {token}"))?;
-            bearer.set_sensitive(true);
-            map.insert(reqwest::header::AUTHORIZATION, bearer);
-        }
-        Ok(map)
-    }
-
-    /// POSTs one message; returns the response to it (matched by id; `Null`
-    /// for a notification) and any session id the upstream minted.
-    async fn post(
-        &self,
-        era: &Era,
-        method: &str,
-        name: Option<&str>,
-        extra: &[(String, String)],
-        body: &Value,
-        relay: Option<&Relay<'_>>,
-    ) -> Result<Answer, CallError> {
-        let caller = relay.map(Relay::caller);
-        let mut request_headers = self.headers(era, method, name, caller).await?;
-        for (key, value) in extra {
-            if let (Ok(key), Ok(value)) = (HeaderName::from_bytes(key.as_bytes()), HeaderValue::from_str(value)) {
-                request_headers.insert(key, value);
-            }
-        }
-        let cancel = match era {
-            Era::Session { session: Some(_), .. } if body.get("id").is_some() && method != request::INITIALIZE => {
-                CancelOnDrop::armed(&self.http, &self.spec.url, &request_headers, &body["id"])
-            }
-            _ => CancelOnDrop::unarmed(),
-        };
-        let answer = self.exchange(era, request_headers, body, relay, caller).await;
-        match (&answer, relay) {
-            // The call goes on, waiting for our client: cancelled if never answered.
-            (Err(CallError::Asked), Some(relay)) => relay.cancel_asked_with(cancel),
-            // Answered, or failed on the upstream's side or the wire: nothing is left to cancel.
-            _ => cancel.disarm(),
-        }
-        answer
-    }
-
-    /// [`McpClient::post`] once its headers are made.
-    async fn exchange(
-        &self,
-        era: &Era,
-        request_headers: HeaderMap,
-        body: &Value,
-        relay: Option<&Relay<'_>>,
-        caller: Option<&Caller>,
-    ) -> Result<Answer, CallError> {
-        let response = self
-            .http
-            .post(self.spec.url.clone())
-            .headers(request_headers)
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-        let status = response.status();
-        let session = response.headers().get(headers::SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        // Whatever the body says: the Python SDK, for one, sends a JSON-RPC
-        // error with its 404, which would otherwise read as the upstream's answer.
-        if status == reqwest::StatusCode::NOT_FOUND && matches!(era, Era::Session { session: Some(_), .. }) {
-            return Err(CallError::SessionLost);
-        }
-        // Its body is not read: a failing upstream is not trusted to end it.
-        if status.is_server_error() {
-            return Err(CallError::Transport(format!("HTTP {status}")));
-        }
-        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-            self.forget_token(caller).await; // a fresh token next time
-            return Err(CallError::Credentials(format!("the upstream answered {status}")));
-        }
-        if body.get("id").is_none() {
-            return if status.is_success() {
-                Ok(Answer { message: Value::Null, session, weight: Weight::default() })
-            } else {
-                Err(CallError::Transport(format!("HTTP {status}")))
-            };
-        }
-        let is_sse = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        let id = &body["id"];
-        let (reply, weight) = if is_sse {
-            self.reply_from_events(response, id, relay, era).await?
-        } else {
-            let cap = self.limits.max_message_bytes;
-            let bytes = read_capped(response, cap)
-                .await?
-                .ok_or_else(|| self.refused(Bound::MessageBytes, format!("a JSON answer exceeds {cap} bytes")))?;
-            let values = json_values(&bytes);
-            if values > self.limits.max_message_values {
-                let detail = format!("a JSON answer holds more than {} values", self.limits.max_message_values);
-                return Err(self.refused(Bound::MessageValues, detail));
-            }
-            let reply = serde_json::from_slice::<Value>(&bytes)
-                .map_err(|e| CallError::Transport(format!("HTTP {status}: the answer is not JSON ({e})")))?;
-            (reply, Weight { bytes: bytes.len(), values })
-        };
-        if reply.get("result").is_some() || reply.get("error").is_some() {
-            Ok(Answer { message: reply, session, weight })
-        } else {
-            Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response")))
-        }
     }
 }

@@ -23,12 +23,17 @@ const UPSTREAM_STATE: &str = "upstream";
 const PARKED: &str = "parked";
 
 /// An upstream result as ours: a final one without what our server adds
-/// itself (`resultType`, `ttlMs`, `cacheScope`), or the upstream's request
-/// for our client's input.
+/// itself (`resultType`, `ttlMs`, `cacheScope`), the upstream's request
+/// for our client's input, or the task the call became there.
 pub(crate) fn outcome(mut result: Value) -> PluginResult<Outcome> {
     match result.get("resultType").and_then(Value::as_str) {
         None | Some("complete") => {}
         Some("input_required") => return input_required(&mut result),
+        // The call became a task the upstream keeps; our server checks it.
+        Some("task") => {
+            let Value::Object(fields) = result else { unreachable!("it has a resultType") };
+            return Ok(Outcome::Task(fields));
+        }
         Some(other) => return Err(PluginError::Tool(format!("the upstream answered with resultType {other:?}"))),
     }
     if let Some(object) = result.as_object_mut() {
@@ -64,7 +69,7 @@ fn input_required(result: &mut Value) -> PluginResult<Outcome> {
 
 /// An input request of the upstream's under `key`, rebuilt from its method
 /// and params: nothing else it put there reaches our client.
-fn input_request(key: &str, mut request: Value) -> PluginResult<Value> {
+pub(crate) fn input_request(key: &str, mut request: Value) -> PluginResult<Value> {
     let malformed = |why: &str| PluginError::Tool(format!("the upstream asked for input malformed: {key:.64}: {why}"));
     let method = match request.get("method").and_then(Value::as_str) {
         Some(input::ELICIT) => input::ELICIT,
@@ -147,6 +152,8 @@ mod tests {
         let odd_state = json!({"resultType": "input_required", "inputRequests": {"k": {"method": "roots/list"}},
             "requestState": {"not": "a string"}});
         assert!(matches!(outcome(odd_state), Err(PluginError::Tool(_))));
-        assert!(matches!(outcome(json!({"resultType": "task"})), Err(PluginError::Tool(_))));
+        assert!(matches!(outcome(json!({"resultType": "later"})), Err(PluginError::Tool(_))));
+        let task = json!({"resultType": "task", "taskId": "t", "status": "working"});
+        assert_eq!(outcome(task.clone()).unwrap(), Outcome::Task(task.as_object().unwrap().clone()));
     }
 }

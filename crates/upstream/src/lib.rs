@@ -38,6 +38,10 @@
 //!   answers kept for their `ttlMs`, public ones for every caller and
 //!   private ones per authorization context, identical reads in flight asked
 //!   once, all within one bound per replica.
+//! - The Tasks extension passes through (`tasks`): our client that takes a
+//!   task is declared to an upstream that offers them, the upstream's task
+//!   reaches it under an id of our server's, and its `tasks/*` requests
+//!   come back here and go to the upstream for that caller.
 //!
 //! This crate knows no inbound HTTP and no SQL.
 
@@ -53,6 +57,7 @@ mod secrets;
 mod settings;
 mod spec;
 mod sse;
+mod tasks;
 
 pub use breaker::Retry;
 pub use client::{CallError, McpClient};

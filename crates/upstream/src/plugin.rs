@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use switchyard_answers::{AnswerCache, Kept, PluginCache, named_target};
 use switchyard_core::catalog::{ListChanges, ListKind};
-use switchyard_core::plugin::{CompletionRef, PluginResult};
+use switchyard_core::plugin::{CompletionRef, PluginResult, TaskRequest};
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError, required_capability};
 use switchyard_protocol::headers;
 use switchyard_protocol::method::request;
@@ -298,7 +298,7 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
 
 /// What the client sees when the upstream fails: the tool failed (the model
 /// can read why), or its parameters were wrong.
-fn refused(error: CallError) -> PluginError {
+pub(crate) fn refused(error: CallError) -> PluginError {
     match error {
         CallError::Rpc { code: -32602, message } => PluginError::InvalidParams(message),
         CallError::MissingCapability(needed) => PluginError::MissingCapability(needed),
@@ -399,7 +399,10 @@ impl Plugin for UpstreamPlugin {
                     return asked;
                 }
             };
-            if !read_only || result.get("ttlMs").is_none() {
+            // Only a final answer is kept: an `input_required` or a task
+            // (whose `ttlMs` is the task's) is the caller's alone.
+            let is_final = result.get("resultType").is_none_or(|kind| kind == "complete");
+            if !read_only || !is_final || result.get("ttlMs").is_none() {
                 return outcome(result);
             }
             // Marked: kept, and from now on this upstream's calls are looked up.
@@ -446,6 +449,15 @@ impl Plugin for UpstreamPlugin {
                 .map_err(refused)
                 .and_then(|result| outcome(Arc::unwrap_or_clone(result)))
         })
+    }
+
+    fn task<'a>(
+        &'a self,
+        id: &'a str,
+        request: TaskRequest<'a>,
+        cx: CallContext,
+    ) -> BoxFuture<'a, PluginResult<Value>> {
+        Box::pin(crate::tasks::ask(&self.client, id, request, cx))
     }
 
     fn complete<'a>(

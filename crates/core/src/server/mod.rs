@@ -30,7 +30,7 @@ use crate::plugin::Notifier;
 use crate::policy::{Caller, Policy};
 use crate::request::{Answer, Execution, Prepared};
 use crate::state::{StateKey, StateSealer};
-use crate::tasks::Tasks;
+use crate::tasks::{self, Tasks};
 use crate::telemetry;
 
 mod listen;
@@ -364,8 +364,9 @@ impl Server {
             None => Notifier::default(),
         };
         let capabilities = Arc::new(std::mem::take(&mut meta.client_capabilities));
-        if let Some(result) = self.dispatch_shared(&request, &snapshot, notifier, &capabilities, cancel).await {
-            return result.map(Dispatched::Result);
+        if serves_alike(&request.method) {
+            let shared = self.dispatch_shared(&request, &snapshot, notifier, &capabilities, cancel).await;
+            return shared.map(Dispatched::Result);
         }
         let result = match &request.method {
             Method::Discover => return Ok(Dispatched::Result(self.discover())),
@@ -380,8 +381,27 @@ impl Server {
                 if !ClientCapability::Tasks.is_declared_in(&capabilities) {
                     return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
                 }
-                let bus = self.catalog.bus().as_ref();
-                tasks.serve(&request.method, request.typed()?, &request.caller, bus, self.relay.replica()).await?
+                let params = request.typed()?;
+                let (Params::Task { task_id } | Params::UpdateTask { task_id, .. }) = params else {
+                    return Err(not_its_params(&request));
+                };
+                if tasks::is_relayed(task_id) {
+                    // A task an upstream keeps: its plugin answers.
+                    let (notifier, request) = (Notifier::default(), &request);
+                    let call = Call {
+                        deps: self.call_deps(),
+                        request,
+                        params,
+                        snapshot: &snapshot,
+                        notifier,
+                        capabilities,
+                        cancel,
+                    };
+                    call.relayed_task().await?
+                } else {
+                    let bus = self.catalog.bus().as_ref();
+                    tasks.serve(&request.method, params, &request.caller, bus, self.relay.replica()).await?
+                }
             }
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
         };
@@ -404,8 +424,9 @@ impl Server {
         // did not keep: none are assumed, and a tool that needs input asks the
         // client over the response stream (see `legacy`).
         let capabilities = Arc::new(Map::new());
-        if let Some(result) = self.dispatch_shared(&request, &snapshot, notifier, &capabilities, cancel).await {
-            return result.map(Dispatched::Result);
+        if serves_alike(&request.method) {
+            let shared = self.dispatch_shared(&request, &snapshot, notifier, &capabilities, cancel).await;
+            return shared.map(Dispatched::Result);
         }
         // A method the legacy era does not serve is unknown before its
         // parameters are looked at.
@@ -423,8 +444,8 @@ impl Server {
         Ok(Dispatched::Result(result.into()))
     }
 
-    /// The methods both eras serve alike: the lists, and the calls into
-    /// plugins. `None` for any other method.
+    /// The methods both eras serve alike ([`serves_alike`]): the lists,
+    /// and the calls into plugins.
     async fn dispatch_shared(
         &self,
         request: &Prepared,
@@ -432,29 +453,12 @@ impl Server {
         notifier: Notifier,
         capabilities: &Arc<Map<String, Value>>,
         cancel: CancellationToken,
-    ) -> Option<Result<Answer, Error>> {
-        let shared = matches!(
-            request.method,
-            Method::ListTools
-                | Method::ListPrompts
-                | Method::ListResources
-                | Method::ListResourceTemplates
-                | Method::CallTool
-                | Method::ReadResource
-                | Method::GetPrompt
-                | Method::Complete
-        );
-        if !shared {
-            return None;
-        }
-        let params = match request.typed() {
-            Ok(params) => params,
-            Err(error) => return Some(Err(error)),
-        };
+    ) -> Result<Answer, Error> {
+        let params = request.typed()?;
         let caller = &request.caller;
         let capabilities = Arc::clone(capabilities);
         let call = Call { deps: self.call_deps(), request, params, snapshot, notifier, capabilities, cancel };
-        Some(match (&request.method, params) {
+        match (&request.method, params) {
             (Method::ListTools, Params::List { cursor }) => {
                 self.list(cursor, caller, &snapshot.tools, "tools", snapshot)
             }
@@ -478,7 +482,7 @@ impl Server {
                 call.complete(reference, argument, value, context).await.map(Answer::from)
             }
             _ => Err(not_its_params(request)),
-        })
+        }
     }
 
     /// Adds `resultType` and `serverInfo` (modern), or strips modern members (legacy).
@@ -546,6 +550,21 @@ impl ReadScopes for CatalogReads {
     fn needed(&self, uri: &str) -> Option<Vec<String>> {
         Some(self.policy.needed_by(self.catalog.upgrade()?.snapshot().serving(uri)?))
     }
+}
+
+/// Whether both eras serve `method` alike: the lists, and the calls into plugins.
+fn serves_alike(method: &Method) -> bool {
+    matches!(
+        method,
+        Method::ListTools
+            | Method::ListPrompts
+            | Method::ListResources
+            | Method::ListResourceTemplates
+            | Method::CallTool
+            | Method::ReadResource
+            | Method::GetPrompt
+            | Method::Complete
+    )
 }
 
 /// A request whose parameters are not those of its method: only a

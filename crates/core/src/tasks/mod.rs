@@ -29,6 +29,10 @@
 //!   with the requests (keys `r{round}.{key}`, never reused); `tasks/update`
 //!   on any replica records answers (partial sets too) with a version check,
 //!   and once all are in, the owner calls the tool again with them.
+//!
+//! - A tool of an upstream that offers the extension may answer with a task
+//!   the upstream keeps ([`relayed`]): none of it is stored here, and our
+//!   client's `tasks/*` requests about it go to that upstream.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,10 +42,12 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 mod methods;
+mod relayed;
 mod run;
 mod start;
 mod store;
 
+pub(crate) use relayed::is_relayed;
 pub(crate) use run::{TaskCall, run_task};
 pub use store::{MemoryTaskStore, StoreError, TaskRecord, TaskStatus, TaskStore, TaskSupport, Transition};
 

@@ -221,6 +221,11 @@ fn task_end(snapshot: &Snapshot, tool: &str, outcome: PluginResult<Outcome>) -> 
             plugin: tool.to_owned(),
             source: PluginError::Internal("input requests during a task are not supported yet".into()),
         }),
+        // Its context does not accept one: only a plugin that ignores that gets here.
+        (Ok(Outcome::Task(_)), _) => Err(Error::Plugin {
+            plugin: tool.to_owned(),
+            source: PluginError::Internal("a task's call answered with a task of its own".into()),
+        }),
         (Err(source), entry) => {
             Err(Error::Plugin { plugin: entry.map_or_else(|| tool.to_owned(), |e| e.plugin.id().to_owned()), source })
         }

@@ -10,7 +10,7 @@ use super::{TaskCall, TaskRecord, TaskStatus, Tasks, millis, now_ms, run_task, w
 use crate::call::{Call, check_tool_result};
 use crate::catalog::ToolEntry;
 use crate::error::Error;
-use crate::plugin::{CallContext, Notifier, Outcome};
+use crate::plugin::{CallContext, Notifier, Outcome, PluginError};
 
 impl Call<'_> {
     /// A `tools/call` that may become a task: the call is polled once; an
@@ -34,6 +34,8 @@ impl Call<'_> {
             client_capabilities: Arc::clone(&self.capabilities),
             // Tasks are of the 2026-07-28 revision: their input is asked by retries.
             asks_on_stream: false,
+            // Our task is the task: its call does not become another server's.
+            accepts_task: false,
             // Each round of the call has the task deadline (the call timeout
             // unless configured); waiting for the client's input does not count.
             deadline: std::time::Instant::now() + round_deadline,
@@ -65,6 +67,10 @@ impl Call<'_> {
                 Outcome::Complete(result) => check_tool_result(tool, result),
                 Outcome::InputRequired { requests, state } => {
                     self.ask_modern_client(tool.plugin.id(), requests, state, binding)
+                }
+                // Its context does not accept one: only a plugin that ignores that gets here.
+                Outcome::Task(_) => {
+                    Err(plugin_error(PluginError::Internal("a task's call answered with a task".into())))
                 }
             };
         }

@@ -40,6 +40,8 @@ mod token_exchange;
 mod transport;
 /// Hostile upstreams: lists and answers that lie, floods, hangs.
 mod upstream_input;
+/// The Tasks extension through upstreams: ids of ours, any replica, the caller's alone (#19).
+mod upstream_tasks;
 mod upstreams;
 
 use switchyard_testkit::App;

@@ -17,7 +17,7 @@ use crate::plugins::{Admin, upstreams_on_loopback};
 /// A front server that requires tokens of `authorization` for itself, may
 /// reach loopback upstreams and read secrets from `secrets`; and its
 /// resource URL, for the callers' tokens.
-async fn front(authorization: &AuthorizationServer, secrets: &tempfile::TempDir) -> (App, String) {
+pub(crate) async fn front(authorization: &AuthorizationServer, secrets: &tempfile::TempDir) -> (App, String) {
     let listener = switchyard_http::bind(([127, 0, 0, 1], 0).into(), 128).expect("bind");
     let resource = format!("http://{}/mcp", listener.local_addr().expect("address"));
     let issuers = format!("[{{ issuer = \"{}\" }}]", authorization.issuer());
@@ -28,7 +28,7 @@ async fn front(authorization: &AuthorizationServer, secrets: &tempfile::TempDir)
 
 /// An upstream plugin spec for `url` that exchanges callers' tokens at
 /// `authorization` as the client `switchyard-exchanger`.
-fn exchanging(authorization: &AuthorizationServer, secrets: &tempfile::TempDir, url: &str) -> Value {
+pub(crate) fn exchanging(authorization: &AuthorizationServer, secrets: &tempfile::TempDir, url: &str) -> Value {
     let secret = secrets.path().join("exchanger");
     std::fs::write(&secret, "switchyard-exchanger-secret").unwrap();
     json!({"url": url, "auth": {"token_exchange": {
@@ -37,7 +37,7 @@ fn exchanging(authorization: &AuthorizationServer, secrets: &tempfile::TempDir, 
 }
 
 /// A JWT's claims, read without checking it (the upstream's affair).
-fn claims(token: &str) -> Value {
+pub(crate) fn claims(token: &str) -> Value {
     let payload = token.split('.').nth(1).unwrap();
     serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
 }

@@ -24,8 +24,8 @@ pub(super) fn retry_budget(upstream: &Arc<str>) -> RetryBudget {
 }
 
 /// Requests that change nothing at the upstream, so one that failed in
-/// transport may be sent again: discovery, lists, reads, prompts and
-/// completions. A tool call may have done its work before the connection
+/// transport may be sent again: discovery, lists, reads, prompts,
+/// completions and a task's state. A tool call may have done its work before the connection
 /// broke, so it is never sent twice.
 fn is_idempotent(method: &str) -> bool {
     matches!(
@@ -38,6 +38,7 @@ fn is_idempotent(method: &str) -> bool {
             | request::RESOURCES_READ
             | request::PROMPTS_GET
             | request::COMPLETE
+            | request::TASKS_GET
     )
 }
 

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use serde_json::{Map, Value, json};
 use switchyard_core::{CallContext, Caller};
+use switchyard_protocol::capabilities::TASKS_EXTENSION;
 use switchyard_protocol::logging::LoggingLevel;
 use switchyard_protocol::meta;
 use switchyard_protocol::method::notification;
@@ -71,10 +72,11 @@ impl<'a> Relay<'a> {
     /// Asks the upstream, in the request's `_meta`, for what our client asked
     /// for: progress under `token` (the upstream request's own id), and log
     /// messages at our client's level; and tells it what our client may be
-    /// asked for, so its `input_required` asks only for that. A 2025-era
-    /// upstream has neither per-request level nor capabilities (`stateless`
-    /// false); what it logs is filtered here.
-    pub(crate) fn ask(&self, request_meta: &mut Map<String, Value>, token: &Value, stateless: bool) {
+    /// asked for, so its `input_required` asks only for that; with `tasks`
+    /// (an upstream that offers the extension), that our client takes a
+    /// task, when it does. A 2025-era upstream has neither per-request level
+    /// nor capabilities (`stateless` false); what it logs is filtered here.
+    pub(crate) fn ask(&self, request_meta: &mut Map<String, Value>, token: &Value, stateless: bool, tasks: bool) {
         if self.cx.wants_progress() {
             request_meta.insert(meta::PROGRESS_TOKEN.into(), token.clone());
         }
@@ -82,7 +84,11 @@ impl<'a> Relay<'a> {
             if let Some(level) = self.cx.log_level() {
                 request_meta.insert(meta::LOG_LEVEL.into(), json!(level.as_str()));
             }
-            request_meta.insert(meta::CLIENT_CAPABILITIES.into(), Value::Object(self.cx.input_capabilities()));
+            let mut capabilities = self.cx.input_capabilities();
+            if tasks && self.cx.accepts_task() {
+                capabilities.insert("extensions".into(), json!({ TASKS_EXTENSION: {} }));
+            }
+            request_meta.insert(meta::CLIENT_CAPABILITIES.into(), Value::Object(capabilities));
         }
     }
 

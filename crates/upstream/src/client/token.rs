@@ -12,7 +12,8 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use switchyard_core::Caller;
 
-use super::{CallError, McpClient, read_capped};
+use super::answer::read_capped;
+use super::{CallError, McpClient};
 use crate::spec::{Credentials, TokenGrant};
 
 /// Largest token endpoint answer we read: a token and a few fields.

@@ -1,0 +1,163 @@
+//! What goes on the wire for [`McpClient`]: the headers every request to
+//! an upstream carries (content negotiation, the revision, `Mcp-Method` and
+//! `Mcp-Name`, our credentials, never the caller's), one POST with its
+//! cancel notice armed for a 2025-era session, and the answer read under the
+//! operator's bounds (JSON, or the call's SSE stream).
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+use switchyard_core::Caller;
+use switchyard_protocol::method::request;
+use switchyard_protocol::{headers, version};
+
+use super::answer::read_capped;
+use super::cancel::CancelOnDrop;
+use super::{Answer, CallError, Era, McpClient, Relay, Weight};
+use crate::limits::{Bound, json_values};
+
+impl McpClient {
+    /// Headers every request carries: content negotiation, the revision, and
+    /// our credentials (for `caller`, when made on a caller's behalf).
+    pub(super) async fn headers(
+        &self,
+        era: &Era,
+        method: &str,
+        name: Option<&str>,
+        caller: Option<&Caller>,
+    ) -> Result<HeaderMap, CallError> {
+        let mut map = HeaderMap::new();
+        map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        map.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        let value = |s: &str| {
+            HeaderValue::from_str(s).map_err(|_| CallError::Transport(format!("{s:?} cannot be sent in a header")))
+        };
+        match era {
+            Era::Stateless | Era::Unknown => {
+                map.insert(headers::PROTOCOL_VERSION, HeaderValue::from_static(version::LATEST));
+                map.insert(headers::METHOD, value(method)?);
+                if let Some(name) = name {
+                    map.insert(headers::NAME, value(&headers::encode_value(name))?);
+                }
+            }
+            Era::Session { version, session } => {
+                if method != request::INITIALIZE {
+                    map.insert(headers::PROTOCOL_VERSION, value(version)?);
+                }
+                if let Some(session) = session {
+                    map.insert(headers::SESSION_ID, value(session)?);
+                }
+            }
+        }
+        if let Some((name, value)) = &self.header {
+            map.insert(name.clone(), value.clone());
+        }
+        if let Some(token) = self.access_token(caller).await? {
+            let mut bearer = value(&format!("Bearer {token}"))?;
+            bearer.set_sensitive(true);
+            map.insert(reqwest::header::AUTHORIZATION, bearer);
+        }
+        Ok(map)
+    }
+
+    /// POSTs one message; returns the response to it (matched by id; `Null`
+    /// for a notification) and any session id the upstream minted.
+    pub(super) async fn post(
+        &self,
+        era: &Era,
+        method: &str,
+        name: Option<&str>,
+        extra: &[(String, String)],
+        body: &Value,
+        relay: Option<&Relay<'_>>,
+    ) -> Result<Answer, CallError> {
+        let caller = relay.map(Relay::caller);
+        let mut request_headers = self.headers(era, method, name, caller).await?;
+        for (key, value) in extra {
+            if let (Ok(key), Ok(value)) = (HeaderName::from_bytes(key.as_bytes()), HeaderValue::from_str(value)) {
+                request_headers.insert(key, value);
+            }
+        }
+        let cancel = match era {
+            Era::Session { session: Some(_), .. } if body.get("id").is_some() && method != request::INITIALIZE => {
+                CancelOnDrop::armed(&self.http, &self.spec.url, &request_headers, &body["id"])
+            }
+            _ => CancelOnDrop::unarmed(),
+        };
+        let answer = self.exchange(era, request_headers, body, relay, caller).await;
+        match (&answer, relay) {
+            // The call goes on, waiting for our client: cancelled if never answered.
+            (Err(CallError::Asked), Some(relay)) => relay.cancel_asked_with(cancel),
+            // Answered, or failed on the upstream's side or the wire: nothing is left to cancel.
+            _ => cancel.disarm(),
+        }
+        answer
+    }
+
+    /// [`McpClient::post`] once its headers are made.
+    async fn exchange(
+        &self,
+        era: &Era,
+        request_headers: HeaderMap,
+        body: &Value,
+        relay: Option<&Relay<'_>>,
+        caller: Option<&Caller>,
+    ) -> Result<Answer, CallError> {
+        let response = self
+            .http
+            .post(self.spec.url.clone())
+            .headers(request_headers)
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
+        let status = response.status();
+        let session = response.headers().get(headers::SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        // Whatever the body says: the Python SDK, for one, sends a JSON-RPC
+        // error with its 404, which would otherwise read as the upstream's answer.
+        if status == reqwest::StatusCode::NOT_FOUND && matches!(era, Era::Session { session: Some(_), .. }) {
+            return Err(CallError::SessionLost);
+        }
+        // Its body is not read: a failing upstream is not trusted to end it.
+        if status.is_server_error() {
+            return Err(CallError::Transport(format!("HTTP {status}")));
+        }
+        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+            self.forget_token(caller).await; // a fresh token next time
+            return Err(CallError::Credentials(format!("the upstream answered {status}")));
+        }
+        if body.get("id").is_none() {
+            return if status.is_success() {
+                Ok(Answer { message: Value::Null, session, weight: Weight::default() })
+            } else {
+                Err(CallError::Transport(format!("HTTP {status}")))
+            };
+        }
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let id = &body["id"];
+        let (reply, weight) = if is_sse {
+            self.reply_from_events(response, id, relay, era).await?
+        } else {
+            let cap = self.limits.max_message_bytes;
+            let bytes = read_capped(response, cap)
+                .await?
+                .ok_or_else(|| self.refused(Bound::MessageBytes, format!("a JSON answer exceeds {cap} bytes")))?;
+            let values = json_values(&bytes);
+            if values > self.limits.max_message_values {
+                let detail = format!("a JSON answer holds more than {} values", self.limits.max_message_values);
+                return Err(self.refused(Bound::MessageValues, detail));
+            }
+            let reply = serde_json::from_slice::<Value>(&bytes)
+                .map_err(|e| CallError::Transport(format!("HTTP {status}: the answer is not JSON ({e})")))?;
+            (reply, Weight { bytes: bytes.len(), values })
+        };
+        if reply.get("result").is_some() || reply.get("error").is_some() {
+            Ok(Answer { message: reply, session, weight })
+        } else {
+            Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response")))
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The Tasks extension through an upstream: a `tools/call` that became a
+//! task the upstream keeps reaches our client as a task under an id of our
+//! server's (`core::tasks`, which also checks every field the upstream
+//! gives), and our client's `tasks/get`, `tasks/update` and `tasks/cancel`
+//! about it come back here, for the caller the task is of, to be asked of
+//! the upstream with that caller's credentials (an exchanged token, when the
+//! spec asks for one) and under the upstream's bounds and breaker.
+
+use serde_json::{Map, Value, json};
+use switchyard_core::CallContext;
+use switchyard_core::plugin::{PluginResult, TaskRequest};
+use switchyard_protocol::method::request;
+
+use crate::client::McpClient;
+use crate::input::input_request;
+use crate::plugin::refused;
+
+/// Asks the upstream `request` about its task `id` for the call `cx`: the
+/// detailed task, its input requests rebuilt so nothing else the upstream
+/// put there reaches our client, or its acknowledgement.
+pub(crate) async fn ask(
+    client: &McpClient,
+    id: &str,
+    request: TaskRequest<'_>,
+    cx: CallContext,
+) -> PluginResult<Value> {
+    let mut params = Map::new();
+    params.insert("taskId".into(), json!(id));
+    let method = match request {
+        TaskRequest::Get => request::TASKS_GET,
+        TaskRequest::Cancel => request::TASKS_CANCEL,
+        TaskRequest::Update(responses) => {
+            params.insert("inputResponses".into(), Value::Object(responses.clone()));
+            request::TASKS_UPDATE
+        }
+    };
+    let (mut answer, _) = client.request_relayed(method, params, Some(id), &[], &cx).await.map_err(refused)?;
+    if let Some(Value::Object(asked)) = answer.get_mut("inputRequests").map(Value::take) {
+        let mut requests = Map::new();
+        for (key, asked) in asked {
+            let rebuilt = input_request(&key, asked)?;
+            requests.insert(key, rebuilt);
+        }
+        answer["inputRequests"] = Value::Object(requests);
+    }
+    Ok(answer)
+}
