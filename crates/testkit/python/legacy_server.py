@@ -47,6 +47,17 @@ async def confirm(ctx: Context) -> str:
     return f"second answer: {second.action}"
 
 
+@server.tool()
+async def approve(ctx: Context) -> str:
+    """Asks to approve; once answered, reports progress and logs, then answers."""
+    answer = await ctx.elicit("Approve?", Proceed)
+    token = ctx.request_context.meta.progressToken if ctx.request_context.meta else None
+    if token is not None:
+        await ctx.session.send_progress_notification(token, 1, 2, related_request_id=ctx.request_id)
+    await ctx.info("approval recorded")
+    return f"approval: {answer.action}"
+
+
 cancelled_waits = 0
 
 

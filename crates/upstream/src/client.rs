@@ -30,7 +30,7 @@ mod token;
 mod wire;
 
 pub(crate) use asked::{Interrupted, Reply};
-use relay::Relay;
+pub(crate) use relay::{Passes, Relay, is_passed_on};
 use token::{ExchangedTokens, Token};
 
 /// The protocol revision we ask a legacy upstream for.

@@ -5,10 +5,13 @@
 //! A parked call can only go on where its upstream stream is open: here.
 //! A retry on another replica publishes its client's answers
 //! ([`Event::ParkedAnswer`], naming this replica in the parked id); this
-//! replica answers the upstream, reads on, and publishes the call's next
-//! turn ([`Event::ParkedTurn`]), which the retry waits for. One replica, or
-//! none of the parking's bus traffic, is the common case: a retry that
-//! lands where its call waits touches the bus not at all.
+//! replica says it has the call (so a retry whose call's replica is gone,
+//! restarted or stopped, hears so within [`RECEIVED_WITHIN`] rather than
+//! at its deadline), answers the upstream, reads on, passes the progress
+//! and log messages the upstream sends meanwhile, and publishes the call's
+//! next turn, each as an [`Event::ParkedTurn`] the retry waits for. One
+//! replica, or none of the parking's bus traffic, is the common case: a
+//! retry that lands where its call waits touches the bus not at all.
 //!
 //! Parked calls are bounded per upstream and per caller, kept at most
 //! [`PARKED_FOR`], and resumed only for the caller that parked them.
@@ -17,12 +20,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use switchyard_bus::{Delivery, Event, NotificationBus};
 use switchyard_core::Caller;
-use tokio::sync::oneshot;
+use tokio::sync::mpsc;
 
-use crate::client::{CallError, Interrupted, McpClient, Reply, Weight};
+use crate::client::{CallError, Interrupted, McpClient, Passes, Relay, Reply, Weight, is_passed_on};
 
 /// How long a parked call waits for its client's answer.
 pub(crate) const PARKED_FOR: Duration = Duration::from_secs(600);
@@ -30,6 +34,11 @@ pub(crate) const PARKED_FOR: Duration = Duration::from_secs(600);
 /// one caller cannot take the places of the others.
 const MAX_PARKED: usize = 256;
 const MAX_PARKED_PER_CALLER: usize = 16;
+/// How soon the replica holding a parked call says it has it, when a retry
+/// on another replica answers it: the bus carries that in milliseconds.
+pub(crate) const RECEIVED_WITHIN: Duration = Duration::from_secs(5);
+/// Most progress and log messages of one turn passed to another replica.
+const MAX_PASSED_PER_TURN: usize = 100;
 
 /// A parked call, with when it was parked, for whom, and by which client.
 pub(crate) struct Parked {
@@ -48,7 +57,7 @@ pub struct Parking {
     replica: String,
     bus: Arc<dyn NotificationBus>,
     parked: Mutex<HashMap<String, Parked>>,
-    waiting: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    waiting: Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>,
 }
 
 impl std::fmt::Debug for Parking {
@@ -94,7 +103,7 @@ impl Parking {
         self.parked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Value>>> {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<Value>>> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -148,19 +157,21 @@ impl Parking {
     }
 
     /// Sends `responses` (from `caller`) to the call parked under `id` on
-    /// another replica, and waits until `deadline` for its next turn.
+    /// another replica, passes what the upstream says meanwhile to `relay`,
+    /// and waits until `deadline` for the call's next turn.
     pub(crate) async fn answer_elsewhere(
         &self,
         id: &str,
         caller: &str,
         responses: &Map<String, Value>,
         deadline: tokio::time::Instant,
+        relay: &Relay<'_>,
     ) -> Result<Reply, CallError> {
         let Some((replica, _)) = id.split_once('.') else {
             return Err(CallError::Parked("the upstream's call is not known".into()));
         };
         let reply_to = format!("{}.{:032x}", self.replica, rand::random::<u128>());
-        let (sender, turn) = oneshot::channel();
+        let (sender, mut turns) = mpsc::unbounded_channel();
         self.waiting().insert(reply_to.clone(), sender);
         let answer = Event::ParkedAnswer {
             replica: replica.to_owned(),
@@ -170,40 +181,100 @@ impl Parking {
             reply_to: reply_to.clone(),
         };
         let outcome = match self.bus.publish(answer).await {
-            Ok(()) => tokio::time::timeout_at(deadline, turn).await,
-            Err(error) => {
-                self.waiting().remove(&reply_to);
-                return Err(CallError::Parked(format!(
-                    "the upstream's call waits on another replica, which cannot be reached: {error}"
-                )));
-            }
+            Ok(()) => next_turn(&mut turns, deadline, relay).await,
+            Err(error) => Err(CallError::Parked(format!(
+                "the upstream's call waits on another replica, which cannot be reached: {error}"
+            ))),
         };
         self.waiting().remove(&reply_to);
-        match outcome {
-            Ok(Ok(turn)) => from_turn(turn),
-            Ok(Err(_)) | Err(_) => Err(CallError::Parked(
-                "the upstream's call waits on another replica, which did not answer in time".into(),
-            )),
-        }
+        outcome
     }
 
     /// Answers the call parked here under `id` with `responses`, as another
-    /// replica asked, and says how it went on.
-    async fn answer_here(&self, id: &str, caller: &str, responses: &Value) -> Value {
+    /// replica asked (waiting under `reply_to`): says it has the call,
+    /// passes on what the upstream says meanwhile, and returns how the call
+    /// went on.
+    async fn answer_here(&self, id: &str, caller: &str, responses: &Value, reply_to: &str) -> Value {
         let Some(parked) = self.take(id, caller) else {
             return json!({ "error": "the upstream's call no longer waits for this answer: it waited too long" });
         };
         let Some(client) = parked.client.upgrade() else {
             return json!({ "error": "the upstream was removed meanwhile" });
         };
+        let to_retry = ToRetry { bus: &self.bus, reply_to, left: Mutex::new(MAX_PASSED_PER_TURN) };
+        to_retry.publish(json!({ "received": true })).await;
         let responses = responses.as_object().cloned().unwrap_or_default();
         let deadline = tokio::time::Instant::now() + client.spec().timeout;
-        match client.go_on(parked.call, &parked.caller, &responses, deadline, None).await {
+        match client.go_on(parked.call, &parked.caller, &responses, deadline, Some(&to_retry)).await {
             Ok(Reply::Answer(result, _)) => json!({ "result": result }),
             Ok(Reply::Asked { parked, key, request }) => {
                 json!({ "asked": { "parked": parked, "key": key, "request": request } })
             }
             Err(error) => json!({ "error": error.to_string() }),
+        }
+    }
+}
+
+/// What the upstream says on a parked call's stream, resumed here for a
+/// retry on another replica, published for that replica to pass on to its
+/// client; at most [`MAX_PASSED_PER_TURN`] messages a turn.
+struct ToRetry<'a> {
+    bus: &'a Arc<dyn NotificationBus>,
+    reply_to: &'a str,
+    left: Mutex<usize>,
+}
+
+impl ToRetry<'_> {
+    async fn publish(&self, turn: Value) {
+        let event = Event::ParkedTurn { reply_to: self.reply_to.to_owned(), turn };
+        if let Err(error) = self.bus.publish(event).await {
+            tracing::debug!(%error, "could not pass a parked call's message to the replica of its retry");
+        }
+    }
+}
+
+impl Passes for ToRetry<'_> {
+    fn pass<'s>(&'s self, message: &'s Value, token: &'s Value) -> BoxFuture<'s, ()> {
+        Box::pin(async move {
+            if !is_passed_on(message, token) {
+                return;
+            }
+            {
+                let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(fewer) = left.checked_sub(1) else { return };
+                *left = fewer;
+            }
+            self.publish(json!({ "message": message, "token": token })).await;
+        })
+    }
+}
+
+/// The next turn of a call parked on another replica, from what that
+/// replica publishes for a retry: it must say it has the call within
+/// [`RECEIVED_WITHIN`]; the messages it passes go to `relay`; then the turn,
+/// by `deadline`.
+async fn next_turn(
+    turns: &mut mpsc::UnboundedReceiver<Value>,
+    deadline: tokio::time::Instant,
+    relay: &Relay<'_>,
+) -> Result<Reply, CallError> {
+    let mut received = false;
+    loop {
+        let patience = if received { deadline } else { deadline.min(tokio::time::Instant::now() + RECEIVED_WITHIN) };
+        let Ok(Some(mut turn)) = tokio::time::timeout_at(patience, turns.recv()).await else {
+            return Err(CallError::Parked(if received {
+                "the upstream's call waits on another replica, which did not answer in time".into()
+            } else {
+                "the replica where the upstream's call waited does not answer (it restarted or stopped); call the tool again"
+                    .into()
+            }));
+        };
+        if turn["received"] == true {
+            received = true;
+        } else if let Some(message) = turn.get_mut("message").map(Value::take) {
+            relay.pass(&message, &turn["token"]).await;
+        } else {
+            return from_turn(turn);
         }
     }
 }
@@ -242,14 +313,14 @@ async fn follow(parking: Weak<Parking>, mut subscription: switchyard_bus::Subscr
                 if replica == parking.replica =>
             {
                 tokio::spawn(async move {
-                    let turn = parking.answer_here(&parked, &caller, &responses).await;
+                    let turn = parking.answer_here(&parked, &caller, &responses, &reply_to).await;
                     if let Err(error) = parking.bus.publish(Event::ParkedTurn { reply_to, turn }).await {
                         tracing::warn!(%error, "could not tell another replica how a parked upstream call went on");
                     }
                 });
             }
             Delivery::Event(Event::ParkedTurn { reply_to, turn }) => {
-                if let Some(waiting) = parking.waiting().remove(&reply_to) {
+                if let Some(waiting) = parking.waiting().get(&reply_to) {
                     let _ = waiting.send(turn);
                 }
             }

@@ -51,6 +51,13 @@ fn retry(params: &Value, asked: &Value, responses: Value) -> Value {
     retry
 }
 
+/// The `_meta` of a request declaring `capabilities`, with `entries` added.
+fn with_meta(capabilities: &Value, entries: Value) -> Value {
+    let mut meta = switchyard_testkit::meta(capabilities.clone());
+    meta.as_object_mut().unwrap().extend(entries.as_object().unwrap().clone());
+    meta
+}
+
 fn accept(content: Value) -> Value {
     json!({"action": "accept", "content": content})
 }
@@ -195,6 +202,39 @@ async fn a_2025_era_upstreams_question_mid_call_reaches_the_client() {
     let yes = retry(&params, &again, json!({key: accept(json!({"ok": true}))}));
     let done = call(&client, &yes, &elicitation).await;
     assert_eq!(done.result()["content"][0]["text"], "second answer: accept", "{:?}", done.messages);
+
+    // Answered on the other replica: what the upstream says as it goes on
+    // reaches the retry's stream there, under the retry's token and level.
+    let approve = json!({"name": "py_approve", "arguments": {},
+        "_meta": with_meta(&elicitation, json!({"progressToken": "first"}))});
+    let asked = call(&client, &approve, &elicitation).await.result().clone();
+    let (key, _) = only_request(&asked);
+    let mut yes = retry(&approve, &asked, json!({key: accept(json!({"ok": true}))}));
+    yes["_meta"] =
+        with_meta(&elicitation, json!({"progressToken": "retry", "io.modelcontextprotocol/logLevel": "info"}));
+    let done = call(&other.client(), &yes, &elicitation).await;
+    let said: Vec<&Value> = done.messages.iter().filter(|m| m.get("method").is_some()).collect();
+    assert_eq!(said.len(), 2, "{:?}", done.messages);
+    assert_eq!(
+        (&said[0]["method"], &said[0]["params"]["progressToken"]),
+        (&json!("notifications/progress"), &json!("retry"))
+    );
+    assert_eq!(
+        (&said[1]["method"], &said[1]["params"]["data"]),
+        (&json!("notifications/message"), &json!("approval recorded"))
+    );
+    assert_eq!(done.messages.last().unwrap()["result"]["content"][0]["text"], "approval: accept");
+
+    // The replica holding the call is gone: a retry on the other hears so at
+    // once, not at its deadline.
+    let asked = call(&other.client(), &params, &elicitation).await.result().clone();
+    let (key, _) = only_request(&asked);
+    other.shut_down();
+    let started = std::time::Instant::now();
+    let orphan = call(&client, &retry(&params, &asked, json!({key: accept(json!({"ok": true}))})), &elicitation).await;
+    let text = orphan.result()["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    assert!(text.contains("does not answer") && text.contains("call the tool again"), "{:?}", orphan.messages);
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "heard after {:?}", started.elapsed());
 
     let unable = call(&client, &params, &json!({"sampling": {}})).await;
     assert_eq!((unable.status, unable.error_code()), (400, Some(-32021)), "{:?}", unable.messages);

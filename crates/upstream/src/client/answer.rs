@@ -11,6 +11,7 @@ use serde_json::Value;
 use switchyard_protocol::method::input;
 
 use super::asked::Interrupted;
+use super::relay::Passes;
 use super::{CallError, Era, McpClient, Relay, Weight};
 use crate::limits::{Bound, UpstreamLimits};
 use crate::sse::{Message, SseBuffer, SseError};
@@ -62,7 +63,8 @@ impl McpClient {
         let mut reader = EventReader::new(response, &self.limits);
         let waiting =
             relay.filter(|relay| relay.may_be_asked() && matches!(era, Era::Session { session: Some(_), .. }));
-        match self.next_turn(&mut reader, id, relay, waiting.is_some()).await? {
+        let passes = relay.map(|relay| relay as &dyn Passes);
+        match self.next_turn(&mut reader, id, passes, waiting.is_some()).await? {
             Turn::Answer(message, weight) => Ok((message, weight)),
             Turn::Asked(request) => {
                 if let Some(relay) = waiting {
@@ -80,7 +82,7 @@ impl McpClient {
         &self,
         reader: &mut EventReader,
         id: &Value,
-        relay: Option<&Relay<'_>>,
+        relay: Option<&dyn Passes>,
         may_ask: bool,
     ) -> Result<Turn, CallError> {
         loop {

@@ -23,6 +23,7 @@ use switchyard_core::{CallContext, Caller};
 
 use super::answer::{EventReader, Turn};
 use super::cancel::CancelOnDrop;
+use super::relay::Passes;
 use super::{CallError, Era, McpClient, Relay, Weight};
 
 /// An upstream call that waits for our client's answer to `request`.
@@ -120,7 +121,7 @@ impl McpClient {
         let deadline = tokio::time::Instant::from_std(cx.deadline());
         let caller = cx.caller().accounting_key();
         if !self.parking.is_here(parked) {
-            return self.parking.answer_elsewhere(parked, &caller, answers, deadline).await;
+            return self.parking.answer_elsewhere(parked, &caller, answers, deadline, &Relay::to(cx)).await;
         }
         let Some(waiting) = self.parking.take(parked, &caller) else {
             return Err(CallError::Parked(
@@ -141,7 +142,8 @@ impl McpClient {
     }
 
     /// POSTs `caller`'s answer from `answers` to the question `call` waits
-    /// on, and reads on until `deadline`, passing what comes to `relay`.
+    /// on, and reads on until `deadline`, passing what comes to `relay`
+    /// (the call's client, or the replica its retry landed on).
     /// Without an answer to it, the same question is asked again.
     pub(crate) async fn go_on(
         self: &Arc<Self>,
@@ -149,33 +151,34 @@ impl McpClient {
         caller: &Caller,
         answers: &Map<String, Value>,
         deadline: tokio::time::Instant,
-        relay: Option<&Relay<'_>>,
+        relay: Option<&dyn Passes>,
     ) -> Result<Reply, CallError> {
         let Some(answer) = answers.get(&call.key()) else {
             return self.parking.park(self, call, caller);
         };
         let response = json!({"jsonrpc": "2.0", "id": call.request["id"], "result": answer});
-        let headers = self.headers(&call.era, "", None, Some(caller)).await?;
-        let posting = self.http.post(self.spec.url.clone()).headers(headers).body(response.to_string()).send();
-        let posted = tokio::time::timeout_at(deadline, posting)
-            .await
-            .map_err(|_| CallError::Timeout(self.spec.timeout))?
-            .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
-        match posted.status() {
-            status if status.is_success() => {}
-            reqwest::StatusCode::NOT_FOUND => {
-                return Err(CallError::Parked("the upstream forgot the session its call waited in".into()));
-            }
-            status @ (reqwest::StatusCode::UNAUTHORIZED | reqwest::StatusCode::FORBIDDEN) => {
-                self.forget_token(Some(caller)).await;
-                return Err(CallError::Credentials(format!("the upstream answered {status}")));
-            }
-            status => return Err(CallError::Transport(format!("the answer was refused: HTTP {status}"))),
-        }
         let id = call.id.clone();
-        let turn = tokio::time::timeout_at(deadline, self.next_turn(&mut call.reader, &id, relay, true))
-            .await
-            .map_err(|_| CallError::Timeout(self.spec.timeout))??;
+        let reader = &mut call.reader;
+        let exchange = async {
+            let headers = self.headers(&call.era, "", None, Some(caller)).await?;
+            let posting = self.http.post(self.spec.url.clone()).headers(headers).body(response.to_string());
+            let posted = posting.send().await.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
+            match posted.status() {
+                status if status.is_success() => {}
+                reqwest::StatusCode::NOT_FOUND => {
+                    return Err(CallError::Parked("the upstream forgot the session its call waited in".into()));
+                }
+                status @ (reqwest::StatusCode::UNAUTHORIZED | reqwest::StatusCode::FORBIDDEN) => {
+                    self.forget_token(Some(caller)).await;
+                    return Err(CallError::Credentials(format!("the upstream answered {status}")));
+                }
+                status => return Err(CallError::Transport(format!("the answer was refused: HTTP {status}"))),
+            }
+            self.next_turn(reader, &id, relay, true).await
+        };
+        // Under the upstream's breaker and `max_in_flight`, as every request to it.
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let turn = self.guarded(deadline, timeout, exchange).await?;
         match turn {
             Turn::Answer(message, weight) => {
                 std::mem::replace(&mut call.cancel, CancelOnDrop::unarmed()).disarm();

@@ -43,6 +43,37 @@ fn is_idempotent(method: &str) -> bool {
 }
 
 impl McpClient {
+    /// `exchange`, one exchange with the upstream, once the breaker admits
+    /// it and in one of the places `max_in_flight` allows, until `deadline`
+    /// (`timeout` from when it was set); its outcome tells the breaker
+    /// whether the upstream is down.
+    pub(super) async fn guarded<T>(
+        &self,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+        exchange: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        let admitted = self.breaker.admit().map_err(|open| CallError::Open(open.failures, open.retry))?;
+        // What one upstream's answers can hold at once is bounded by how many are awaited.
+        let Ok(Ok(place)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await else {
+            let detail =
+                format!("{} requests to it are in flight and none ended within {timeout:?}", self.limits.max_in_flight);
+            return Err(self.refused(Bound::InFlight, detail));
+        };
+        let outcome = tokio::time::timeout_at(deadline, exchange).await.unwrap_or(Err(CallError::Timeout(timeout)));
+        drop(place);
+        // Only what says the upstream is down counts against it. An answer
+        // over a bound may be one a caller asked for (a large read), and
+        // credentials are the token endpoint's affair: those tell the
+        // breaker nothing; nor does a call that is the client's to answer.
+        match &outcome {
+            Err(CallError::Transport(_) | CallError::Timeout(_)) => admitted.failed(),
+            Err(CallError::Limit(..) | CallError::Credentials(_)) => drop(admitted),
+            _ => admitted.succeeded(),
+        }
+        outcome
+    }
+
     /// A request under the sooner of `deadline` and the spec's timeout, in
     /// one of the places `max_in_flight` allows.
     pub(super) async fn bounded(
@@ -64,31 +95,14 @@ impl McpClient {
         let mut spare = is_idempotent(method).then(|| params.clone());
         let (mut params, mut attempt) = (params, 0);
         loop {
-            let admitted = self.breaker.admit().map_err(|open| CallError::Open(open.failures, open.retry))?;
-            // What one upstream's answers can hold at once is bounded by how many are awaited.
-            let Ok(Ok(place)) = tokio::time::timeout_at(deadline, self.in_flight.acquire()).await else {
-                let detail = format!(
-                    "{} requests to it are in flight and none ended within {timeout:?}",
-                    self.limits.max_in_flight
-                );
-                return Err(self.refused(Bound::InFlight, detail));
+            let first = attempt == 0;
+            let sending = async {
+                if first {
+                    self.retries.deposit();
+                }
+                self.request_in_era(method, params, name, extra, relay).await
             };
-            if attempt == 0 {
-                self.retries.deposit();
-            }
-            let outcome = tokio::time::timeout_at(deadline, self.request_in_era(method, params, name, extra, relay))
-                .await
-                .unwrap_or(Err(CallError::Timeout(timeout)));
-            drop(place);
-            // Only what says the upstream is down counts against it. An
-            // answer over a bound may be one a caller asked for (a large
-            // read), and credentials are the token endpoint's affair: those
-            // tell the breaker nothing.
-            match &outcome {
-                Err(CallError::Transport(_) | CallError::Timeout(_)) => admitted.failed(),
-                Err(CallError::Limit(..) | CallError::Credentials(_)) => drop(admitted),
-                _ => admitted.succeeded(),
-            }
+            let outcome = self.guarded(deadline, timeout, sending).await;
             let retry = match (&outcome, spare.take()) {
                 (Err(CallError::Transport(_)), Some(again)) if attempt < self.limits.max_retries => again,
                 _ => return outcome,

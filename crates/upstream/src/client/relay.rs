@@ -3,6 +3,7 @@
 
 use std::sync::Mutex;
 
+use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use switchyard_core::{CallContext, Caller};
 use switchyard_protocol::capabilities::TASKS_EXTENSION;
@@ -97,9 +98,12 @@ impl<'a> Relay<'a> {
     /// log message; anything else (a request of the upstream's, say) is
     /// dropped.
     pub(crate) async fn pass(&self, message: &Value, token: &Value) {
+        if !is_passed_on(message, token) {
+            return;
+        }
         let params = &message["params"];
         match message["method"].as_str() {
-            Some(notification::PROGRESS) if &params["progressToken"] == token => {
+            Some(notification::PROGRESS) => {
                 let Some(progress) = params["progress"].as_f64() else { return };
                 let total = params["total"].as_f64();
                 self.cx.progress(progress, total, params["message"].as_str()).await;
@@ -111,5 +115,30 @@ impl<'a> Relay<'a> {
             }
             _ => {}
         }
+    }
+}
+
+/// Whether `message`, sent on the stream of request `token` before its
+/// answer, is one our client may hear: progress under that token, or a log
+/// message.
+pub(crate) fn is_passed_on(message: &Value, token: &Value) -> bool {
+    match message["method"].as_str() {
+        Some(notification::PROGRESS) => &message["params"]["progressToken"] == token,
+        Some(notification::MESSAGE) => true,
+        _ => false,
+    }
+}
+
+/// Where what an upstream says on a call's stream before its answer goes:
+/// to the call's client ([`Relay`]), or, for a call parked here and resumed
+/// by a retry on another replica, to that replica (`crate::parking`).
+pub(crate) trait Passes: Sync {
+    /// Passes on `message`, sent on the stream of request `token`.
+    fn pass<'s>(&'s self, message: &'s Value, token: &'s Value) -> BoxFuture<'s, ()>;
+}
+
+impl Passes for Relay<'_> {
+    fn pass<'s>(&'s self, message: &'s Value, token: &'s Value) -> BoxFuture<'s, ()> {
+        Box::pin(Relay::pass(self, message, token))
     }
 }
