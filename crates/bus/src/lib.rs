@@ -107,6 +107,19 @@ pub enum Event {
         responses: serde_json::Value,
         /// What the turn is published under.
         reply_to: String,
+        /// Unix milliseconds by which the holding replica must say it has
+        /// the call: later, the retry has told its client to call the tool
+        /// again, and the call is let go instead. 0: unbounded.
+        #[serde(default)]
+        received_by_ms: u64,
+        /// Unix milliseconds at which the retry stops waiting for the turn.
+        /// 0: the holder's own timeout.
+        #[serde(default)]
+        deadline_ms: u64,
+        /// What the retry's client hears of the call meanwhile:
+        /// `{"progress": bool, "logLevel": "info"}`.
+        #[serde(default)]
+        hears: serde_json::Value,
     },
     /// The next turn of a parked call that a [`Event::ParkedAnswer`] asked
     /// for: `{"result": …}`, `{"asked": {"parked", "key", "request"}}` or

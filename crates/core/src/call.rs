@@ -10,7 +10,7 @@ use switchyard_bus::marks::Marks;
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::method::input;
 use switchyard_protocol::version::Era;
-use switchyard_protocol::{ErrorObject, Params};
+use switchyard_protocol::{ErrorObject, Method, Params};
 use switchyard_telemetry::ToolOutcome;
 use tokio_util::sync::CancellationToken;
 
@@ -243,10 +243,12 @@ impl Call<'_> {
         }
     }
 
-    /// Whether this request may be answered with a task: a modern one that
-    /// declared the extension, to a server that serves it.
+    /// Whether this request may be answered with a task: a modern
+    /// `tools/call` (or a request about a task) that declared the
+    /// extension, to a server that serves it.
     pub(crate) fn accepts_task(&self) -> bool {
-        self.deps.tasks.is_some()
+        matches!(self.request.method, Method::CallTool | Method::GetTask | Method::UpdateTask | Method::CancelTask)
+            && self.deps.tasks.is_some()
             && self.request.era == Era::Modern
             && ClientCapability::Tasks.is_declared_in(&self.capabilities)
     }

@@ -64,6 +64,11 @@ pub enum Behaviour {
     ServerError,
     /// `tasks/get` answers a task whose status the extension does not know.
     LyingTasks,
+    /// `tasks/get` answers a task waiting for input, its input request
+    /// carrying a member of its own.
+    AskingTasks,
+    /// `tasks/get` answers a failed task whose error carries data.
+    FailedTasks,
 }
 
 /// What the upstream was asked, by method.
@@ -343,6 +348,17 @@ async fn answer(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMa
         ("tasks/get", Behaviour::LyingTasks) => {
             task(request["params"]["taskId"].as_str().unwrap_or_default(), "finished")
         }
+        ("tasks/get", Behaviour::AskingTasks) => {
+            let mut waiting = task(request["params"]["taskId"].as_str().unwrap_or_default(), "input_required");
+            waiting["inputRequests"] = json!({"confirm": {"method": "elicitation/create", "leak": "upstream-internal",
+                "params": {"message": "Go on?", "requestedSchema": {"type": "object", "properties": {}}}}});
+            waiting
+        }
+        ("tasks/get", Behaviour::FailedTasks) => {
+            let mut failed = task(request["params"]["taskId"].as_str().unwrap_or_default(), "failed");
+            failed["error"] = json!({"code": -32603, "message": "it broke", "data": {"leak": "upstream-internal"}});
+            failed
+        }
         ("tasks/get", _) => {
             let mut done = task(request["params"]["taskId"].as_str().unwrap_or_default(), "completed");
             done["result"] = json!({"content": [{"type": "text", "text": "done"}]});
@@ -359,10 +375,10 @@ async fn answer(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMa
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
-/// A task of the upstream's, carrying a field the extension does not define.
+/// A task of the upstream's, of unlimited life, carrying a field the extension does not define.
 fn task(id: &str, status: &str) -> Value {
     json!({"taskId": id, "status": status, "createdAt": "2026-12-05T00:00:00Z",
-           "lastUpdatedAt": "2026-12-05T00:00:01Z", "ttlMs": 60_000, "pollIntervalMs": 100,
+           "lastUpdatedAt": "2026-12-05T00:00:01Z", "ttlMs": null, "pollIntervalMs": 100,
            "leak": "upstream-internal"})
 }
 

@@ -24,6 +24,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use switchyard_bus::{Delivery, Event, NotificationBus};
 use switchyard_core::Caller;
+use switchyard_protocol::logging::LoggingLevel;
+use switchyard_protocol::method::notification;
 use tokio::sync::mpsc;
 
 use crate::client::{CallError, Interrupted, McpClient, Passes, Relay, Reply, Weight, is_passed_on};
@@ -37,8 +39,10 @@ const MAX_PARKED_PER_CALLER: usize = 16;
 /// How soon the replica holding a parked call says it has it, when a retry
 /// on another replica answers it: the bus carries that in milliseconds.
 pub(crate) const RECEIVED_WITHIN: Duration = Duration::from_secs(5);
-/// Most progress and log messages of one turn passed to another replica.
+/// Most progress and log messages of one turn passed to another replica,
+/// and most bytes of them.
 const MAX_PASSED_PER_TURN: usize = 100;
+const MAX_PASSED_BYTES_PER_TURN: usize = 256 * 1024;
 
 /// A parked call, with when it was parked, for whom, and by which client.
 pub(crate) struct Parked {
@@ -173,38 +177,56 @@ impl Parking {
         let reply_to = format!("{}.{:032x}", self.replica, rand::random::<u128>());
         let (sender, mut turns) = mpsc::unbounded_channel();
         self.waiting().insert(reply_to.clone(), sender);
+        // However this ends (the retry may be dropped), its place is given back.
+        let _waiting = Waiting { parking: self, reply_to: &reply_to };
+        let now = now_ms();
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let answer = Event::ParkedAnswer {
             replica: replica.to_owned(),
             parked: id.to_owned(),
             caller: caller.to_owned(),
             responses: Value::Object(responses.clone()),
             reply_to: reply_to.clone(),
+            // A second less than this side waits: the holder's word must arrive in time.
+            received_by_ms: now + millis(RECEIVED_WITHIN.saturating_sub(Duration::from_secs(1))),
+            deadline_ms: now + millis(left),
+            hears: relay.hears(),
         };
-        let outcome = match self.bus.publish(answer).await {
+        match self.bus.publish(answer).await {
             Ok(()) => next_turn(&mut turns, deadline, relay).await,
             Err(error) => Err(CallError::Parked(format!(
                 "the upstream's call waits on another replica, which cannot be reached: {error}"
             ))),
-        };
-        self.waiting().remove(&reply_to);
-        outcome
+        }
     }
 
     /// Answers the call parked here under `id` with `responses`, as another
-    /// replica asked (waiting under `reply_to`): says it has the call,
-    /// passes on what the upstream says meanwhile, and returns how the call
-    /// went on.
-    async fn answer_here(&self, id: &str, caller: &str, responses: &Value, reply_to: &str) -> Value {
-        let Some(parked) = self.take(id, caller) else {
+    /// replica asked: says it has the call, passes on what the upstream says
+    /// meanwhile (what the retry's client hears), and returns how the call
+    /// went on. An answer that comes too late for the retry to hear it was
+    /// received, or whose receipt cannot be told, lets the call go: the
+    /// retry's client has been told to call the tool again, so the upstream
+    /// must not do its work a second time.
+    async fn answer_here(&self, answer: ParkedAnswer) -> Value {
+        let Some(parked) = self.take(&answer.parked, &answer.caller) else {
             return json!({ "error": "the upstream's call no longer waits for this answer: it waited too long" });
         };
         let Some(client) = parked.client.upgrade() else {
             return json!({ "error": "the upstream was removed meanwhile" });
         };
-        let to_retry = ToRetry { bus: &self.bus, reply_to, left: Mutex::new(MAX_PASSED_PER_TURN) };
-        to_retry.publish(json!({ "received": true })).await;
-        let responses = responses.as_object().cloned().unwrap_or_default();
-        let deadline = tokio::time::Instant::now() + client.spec().timeout;
+        let late = answer.received_by_ms != 0 && now_ms() > answer.received_by_ms;
+        let to_retry = ToRetry::new(&self.bus, &answer.reply_to, &answer.hears);
+        if late || !to_retry.publish(json!({ "received": true })).await {
+            // Dropped: the upstream is told the call is cancelled.
+            drop(parked);
+            return json!({ "error": "the answer reached the replica holding the upstream's call too late" });
+        }
+        let responses = answer.responses.as_object().cloned().unwrap_or_default();
+        let mut deadline = tokio::time::Instant::now() + client.spec().timeout;
+        if answer.deadline_ms != 0 {
+            let left = Duration::from_millis(answer.deadline_ms.saturating_sub(now_ms()));
+            deadline = deadline.min(tokio::time::Instant::now() + left);
+        }
         match client.go_on(parked.call, &parked.caller, &responses, deadline, Some(&to_retry)).await {
             Ok(Reply::Answer(result, _)) => json!({ "result": result }),
             Ok(Reply::Asked { parked, key, request }) => {
@@ -215,20 +237,77 @@ impl Parking {
     }
 }
 
+/// A retry's place among those waiting here for a turn from another
+/// replica, given back when the retry ends or is dropped.
+struct Waiting<'a> {
+    parking: &'a Parking,
+    reply_to: &'a str,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.parking.waiting().remove(self.reply_to);
+    }
+}
+
+/// A [`Event::ParkedAnswer`]'s fields.
+struct ParkedAnswer {
+    parked: String,
+    caller: String,
+    responses: Value,
+    reply_to: String,
+    received_by_ms: u64,
+    deadline_ms: u64,
+    hears: Value,
+}
+
 /// What the upstream says on a parked call's stream, resumed here for a
 /// retry on another replica, published for that replica to pass on to its
-/// client; at most [`MAX_PASSED_PER_TURN`] messages a turn.
+/// client: only what that client hears (progress if it asked, log messages
+/// at its level), at most [`MAX_PASSED_PER_TURN`] messages and
+/// [`MAX_PASSED_BYTES_PER_TURN`] bytes a turn, so the bus every replica
+/// shares carries no more of an upstream's chatter than that.
 struct ToRetry<'a> {
     bus: &'a Arc<dyn NotificationBus>,
     reply_to: &'a str,
-    left: Mutex<usize>,
+    progress: bool,
+    level: Option<LoggingLevel>,
+    /// Messages and bytes this turn may still pass.
+    left: Mutex<(usize, usize)>,
 }
 
-impl ToRetry<'_> {
-    async fn publish(&self, turn: Value) {
+impl<'a> ToRetry<'a> {
+    fn new(bus: &'a Arc<dyn NotificationBus>, reply_to: &'a str, hears: &Value) -> Self {
+        Self {
+            bus,
+            reply_to,
+            progress: hears["progress"] == true,
+            level: hears["logLevel"].as_str().and_then(LoggingLevel::parse),
+            left: Mutex::new((MAX_PASSED_PER_TURN, MAX_PASSED_BYTES_PER_TURN)),
+        }
+    }
+
+    /// Publishes `turn` for the retry; false when it could not be.
+    async fn publish(&self, turn: Value) -> bool {
         let event = Event::ParkedTurn { reply_to: self.reply_to.to_owned(), turn };
-        if let Err(error) = self.bus.publish(event).await {
-            tracing::debug!(%error, "could not pass a parked call's message to the replica of its retry");
+        match self.bus.publish(event).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(%error, "could not tell the replica of a retry how a parked upstream call goes on");
+                false
+            }
+        }
+    }
+
+    /// Whether the retry's client hears `message`.
+    fn heard(&self, message: &Value) -> bool {
+        match message["method"].as_str() {
+            Some(notification::PROGRESS) => self.progress,
+            Some(notification::MESSAGE) => {
+                let level = message["params"]["level"].as_str().and_then(LoggingLevel::parse);
+                matches!((level, self.level), (Some(level), Some(threshold)) if level >= threshold)
+            }
+            _ => false,
         }
     }
 }
@@ -236,17 +315,30 @@ impl ToRetry<'_> {
 impl Passes for ToRetry<'_> {
     fn pass<'s>(&'s self, message: &'s Value, token: &'s Value) -> BoxFuture<'s, ()> {
         Box::pin(async move {
-            if !is_passed_on(message, token) {
+            if !is_passed_on(message, token) || !self.heard(message) {
                 return;
             }
+            let turn = json!({ "message": message, "token": token });
+            let bytes = turn.to_string().len();
             {
                 let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
-                let Some(fewer) = left.checked_sub(1) else { return };
-                *left = fewer;
+                let (Some(messages), Some(bytes)) = (left.0.checked_sub(1), left.1.checked_sub(bytes)) else {
+                    return;
+                };
+                *left = (messages, bytes);
             }
-            self.publish(json!({ "message": message, "token": token })).await;
+            self.publish(turn).await;
         })
     }
+}
+
+/// Now, in Unix milliseconds.
+fn now_ms() -> u64 {
+    millis(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default())
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The next turn of a call parked on another replica, from what that
@@ -309,19 +401,32 @@ async fn follow(parking: Weak<Parking>, mut subscription: switchyard_bus::Subscr
     while let Some(delivery) = subscription.recv().await {
         let Some(parking) = parking.upgrade() else { return };
         match delivery {
-            Delivery::Event(Event::ParkedAnswer { replica, parked, caller, responses, reply_to })
-                if replica == parking.replica =>
-            {
+            Delivery::Event(Event::ParkedAnswer {
+                replica,
+                parked,
+                caller,
+                responses,
+                reply_to,
+                received_by_ms,
+                deadline_ms,
+                hears,
+            }) if replica == parking.replica => {
                 tokio::spawn(async move {
-                    let turn = parking.answer_here(&parked, &caller, &responses, &reply_to).await;
-                    if let Err(error) = parking.bus.publish(Event::ParkedTurn { reply_to, turn }).await {
+                    let reply_to_turn = reply_to.clone();
+                    let answer =
+                        ParkedAnswer { parked, caller, responses, reply_to, received_by_ms, deadline_ms, hears };
+                    let turn = parking.answer_here(answer).await;
+                    let event = Event::ParkedTurn { reply_to: reply_to_turn, turn };
+                    if let Err(error) = parking.bus.publish(event).await {
                         tracing::warn!(%error, "could not tell another replica how a parked upstream call went on");
                     }
                 });
             }
             Delivery::Event(Event::ParkedTurn { reply_to, turn }) => {
-                if let Some(waiting) = parking.waiting().get(&reply_to) {
-                    let _ = waiting.send(turn);
+                let mut waiting = parking.waiting();
+                // A retry that went away is forgotten here too.
+                if waiting.get(&reply_to).is_some_and(|retry| retry.send(turn).is_err()) {
+                    waiting.remove(&reply_to);
                 }
             }
             _ => {}

@@ -8,10 +8,11 @@
 
 use serde_json::{Map, Value, json};
 use switchyard_core::CallContext;
+use switchyard_core::PluginError;
 use switchyard_core::plugin::{PluginResult, TaskRequest};
 use switchyard_protocol::method::request;
 
-use crate::client::McpClient;
+use crate::client::{CallError, McpClient};
 use crate::input::input_request;
 use crate::plugin::refused;
 
@@ -34,8 +35,16 @@ pub(crate) async fn ask(
             request::TASKS_UPDATE
         }
     };
-    let (mut answer, _) = client.request_relayed(method, params, Some(id), &[], &cx).await.map_err(refused)?;
-    if let Some(Value::Object(asked)) = answer.get_mut("inputRequests").map(Value::take) {
+    let asking = client.request_relayed(method, params, Some(id), &[], &cx).await;
+    let (mut answer, _) = asking.map_err(|error| match error {
+        // Our client declared the extension; the upstream no longer takes it (it was rediscovered without).
+        CallError::MissingCapability(_) => PluginError::Tool(format!("{method}: the upstream no longer offers tasks")),
+        other => refused(other),
+    })?;
+    let waits = answer.get("status").and_then(Value::as_str) == Some("input_required");
+    if let (TaskRequest::Get, true, Some(Value::Object(asked))) =
+        (request, waits, answer.get_mut("inputRequests").map(Value::take))
+    {
         let mut requests = Map::new();
         for (key, asked) in asked {
             let rebuilt = input_request(&key, asked)?;

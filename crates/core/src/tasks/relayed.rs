@@ -11,11 +11,14 @@
 //! `tasks/get`, `tasks/update` and `tasks/cancel` with such an id go to the
 //! plugin ([`Plugin::task`](crate::plugin::Plugin::task)), for the principal
 //! the id was sealed for only, while the catalog still has that plugin serve
-//! the tool and the caller may still use it; otherwise the task is unknown
-//! (`-32602`), as another principal's task of ours is. What the source says
-//! of its task is rebuilt field by field ([`checked`]), so a hostile upstream
-//! passes nothing else on, and a completed task's result is checked as the
-//! tool's own result would be (its `outputSchema` too).
+//! the tool; otherwise the task is unknown (`-32602`), as another
+//! principal's task of ours is. A caller that may no longer use the tool
+//! gets the answer calling it would (a 403 step-up). What the source says
+//! of its task is rebuilt field by field ([`checked`]), so a hostile
+//! upstream passes nothing else on; a completed task's result is the tool's
+//! result, checked and passed on as a plain call's would be (its
+//! `outputSchema` too), and input requests reach the client only for what
+//! its request declared it can answer.
 //!
 //! [`StateSealer::seal_handle`]: crate::state::StateSealer::seal_handle
 
@@ -38,8 +41,9 @@ const PURPOSE: &str = "relayed-task";
 const MAX_SOURCE_ID_BYTES: usize = 512;
 /// Longest status message, timestamp or error message of a source's passed on.
 const MAX_TEXT_BYTES: usize = 4096;
-/// Most input requests a source's task may show at once.
+/// Most input requests a source's task may show at once, and the longest key of one.
 const MAX_INPUT_REQUESTS: usize = 16;
+const MAX_KEY_BYTES: usize = 256;
 /// How long our id opens: the source's `ttlMs`, within these (a task with
 /// no limit gets the most).
 const MIN_LIFETIME: Duration = Duration::from_secs(60);
@@ -74,10 +78,11 @@ impl Call<'_> {
             Some(ms) => Duration::from_millis(ms).clamp(MIN_LIFETIME, MAX_LIFETIME),
             None => MAX_LIFETIME,
         };
-        let handle = json!({ "plugin": plugin.id(), "tool": tool.name, "task": source_id });
+        let lifetime_ms = u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX);
+        let handle = json!({ "plugin": plugin.id(), "tool": tool.name, "task": source_id, "ttl": lifetime_ms });
         let principal = self.request.caller.principal.as_deref();
         let id = format!("{PREFIX}{}", self.deps.sealer.seal_handle(PURPOSE, principal, handle, lifetime));
-        let mut created = checked(&id, fields, tool, false).map_err(|why| malformed(&why))?;
+        let mut created = checked(&id, fields, tool, lifetime_ms, false).map_err(|why| malformed(&why))?;
         created.insert("resultType".into(), json!("task"));
         Ok(Value::Object(created))
     }
@@ -97,8 +102,8 @@ impl Call<'_> {
         let sealed = task_id.strip_prefix(PREFIX).ok_or_else(unknown)?;
         let principal = self.request.caller.principal.as_deref();
         let handle = self.deps.sealer.open_handle(PURPOSE, principal, sealed).map_err(|_| unknown())?;
-        let (Some(plugin), Some(tool), Some(source_id)) =
-            (handle["plugin"].as_str(), handle["tool"].as_str(), handle["task"].as_str())
+        let (Some(plugin), Some(tool), Some(source_id), Some(lifetime_ms)) =
+            (handle["plugin"].as_str(), handle["tool"].as_str(), handle["task"].as_str(), handle["ttl"].as_u64())
         else {
             return Err(unknown());
         };
@@ -123,7 +128,15 @@ impl Call<'_> {
         };
         match (request, answer) {
             (TaskRequest::Get, Value::Object(fields)) => {
-                checked(task_id, fields, tool, true).map(Value::Object).map_err(|why| malformed(plugin, &why))
+                let task = checked(task_id, fields, tool, lifetime_ms, true).map_err(|why| malformed(plugin, &why))?;
+                // As for an MRTR round: the client is asked only what it declared it can answer.
+                let asked = task.get("inputRequests").and_then(Value::as_object).into_iter().flat_map(Map::values);
+                if let Some(needed) =
+                    asked.filter_map(required_capability).find(|needed| !needed.is_declared_in(&self.capabilities))
+                {
+                    return Err(ErrorObject::missing_capability(needed.as_required()).into());
+                }
+                Ok(Value::Object(task))
             }
             (TaskRequest::Get, _) => Err(malformed(plugin, "not an object")),
             // An acknowledgement: nothing of the source's is passed on.
@@ -142,13 +155,16 @@ fn malformed(plugin: &str, why: &str) -> Error {
 }
 
 /// The source's task as ours, under `id`: rebuilt from the fields the Tasks
-/// extension defines, each checked, and nothing else. With `detailed` (the
-/// answer of `tasks/get`), also what its status calls for: the result
-/// (checked as `tool`'s result), the error, or the input requests.
+/// extension defines, each checked, and nothing else; its `ttlMs` no longer
+/// than our id opens (`lifetime_ms`). With `detailed` (the answer of
+/// `tasks/get`), also what its status calls for: the result (checked, and
+/// passed on, as `tool`'s result of a plain call would be), the error (its
+/// code and message), or the input requests (of the kinds a client can be asked).
 fn checked(
     id: &str,
     mut source: Map<String, Value>,
     tool: &ToolEntry,
+    lifetime_ms: u64,
     detailed: bool,
 ) -> Result<Map<String, Value>, String> {
     let status = source.get("status").and_then(Value::as_str).and_then(TaskStatus::parse).ok_or("no known status")?;
@@ -166,11 +182,13 @@ fn checked(
     for field in ["createdAt", "lastUpdatedAt"] {
         task.insert(field.into(), text(field)?.ok_or_else(|| format!("no {field}"))?);
     }
-    match source.get("ttlMs") {
-        Some(Value::Null) => task.insert("ttlMs".into(), Value::Null),
-        Some(ttl) if ttl.is_u64() => task.insert("ttlMs".into(), ttl.clone()),
+    // Never longer than our id opens: a task the client is told lives on must be one it can still ask about.
+    let ttl = match source.get("ttlMs") {
+        Some(Value::Null) => lifetime_ms,
+        Some(ttl) if ttl.is_u64() => ttl.as_u64().unwrap_or(lifetime_ms).min(lifetime_ms),
         _ => return Err("ttlMs is neither a whole number of milliseconds nor null".into()),
     };
+    task.insert("ttlMs".into(), json!(ttl));
     match source.get("pollIntervalMs") {
         None => {}
         Some(poll) if poll.is_u64() => {
@@ -207,6 +225,9 @@ fn checked(
             };
             if requests.is_empty() || requests.len() > MAX_INPUT_REQUESTS {
                 return Err(format!("{} input requests (1 to {MAX_INPUT_REQUESTS} may be asked)", requests.len()));
+            }
+            if requests.keys().any(|key| key.len() > MAX_KEY_BYTES) {
+                return Err(format!("an input request's key is longer than {MAX_KEY_BYTES} bytes"));
             }
             let known = |request: &Value| {
                 required_capability(request).is_some() && request.get("params").is_none_or(Value::is_object)

@@ -224,6 +224,14 @@ async fn a_2025_era_upstreams_question_mid_call_reaches_the_client() {
         (&json!("notifications/message"), &json!("approval recorded"))
     );
     assert_eq!(done.messages.last().unwrap()["result"]["content"][0]["text"], "approval: accept");
+    // A retry that asked for neither progress nor info-level logs hears neither.
+    let asked = call(&client, &approve, &elicitation).await.result().clone();
+    let (key, _) = only_request(&asked);
+    let mut quiet = retry(&approve, &asked, json!({key: accept(json!({"ok": false}))}));
+    quiet["_meta"] = with_meta(&elicitation, json!({"io.modelcontextprotocol/logLevel": "error"}));
+    let done = call(&other.client(), &quiet, &elicitation).await;
+    assert!(done.messages.iter().all(|m| m.get("method").is_none()), "{:?}", done.messages);
+    assert_eq!(done.result()["content"][0]["text"], "approval: accept");
 
     // The replica holding the call is gone: a retry on the other hears so at
     // once, not at its deadline.

@@ -167,6 +167,7 @@ async fn a_hostile_upstreams_task_is_rebuilt_and_never_kept() {
     assert_eq!(plain.result()["content"][0]["text"], "ok", "not told, the upstream answers at once");
     let first = call(&client, "tools/call", tool("h_job", json!({}))).await;
     let second = call(&client, "tools/call", tool("h_job", json!({}))).await;
+    assert_eq!(first["result"]["ttlMs"], 7 * 24 * 3600 * 1000, "no longer than our id lives: {first}");
     let (first, second) = (created(&first), created(&second));
     assert_ne!(first, second);
     assert_eq!(upstream.asked("tools/call"), 4, "a task is never served from the cache");
@@ -187,6 +188,25 @@ async fn a_hostile_upstreams_task_is_rebuilt_and_never_kept() {
     let message = lying.response()["error"]["message"].as_str().unwrap();
     assert!(message.contains("malformed task") && message.contains("status"), "{message}");
 
+    // Waiting for input: the request rebuilt, and asked only of a client that declared what it needs.
+    upstream.become_(Behaviour::AskingTasks);
+    let waiting = call(&client, "tasks/get", json!({ "taskId": first })).await;
+    assert_eq!(waiting["result"]["status"], "input_required", "{waiting}");
+    let asked = &waiting["result"]["inputRequests"]["confirm"];
+    assert_eq!(asked["method"], "elicitation/create");
+    assert_eq!(asked["params"]["message"], "Go on?");
+    assert!(!text(&waiting).contains("leak"), "{waiting}");
+    let tasks_only = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    let unable = client.request_with("tasks/get", json!({ "taskId": first }), tasks_only).await;
+    assert_eq!(unable.error_code(), Some(-32021), "{:?}", unable.messages);
+    let update = json!({ "taskId": first, "inputResponses": { "confirm": { "action": "accept", "content": {} } } });
+    let ack = call(&client, "tasks/update", update).await;
+    assert!(ack["result"].get("leak").is_none() && ack["result"]["resultType"] == "complete", "{ack}");
+    // Failed: its error's code and message, nothing more.
+    upstream.become_(Behaviour::FailedTasks);
+    let failed = call(&client, "tasks/get", json!({ "taskId": first })).await;
+    assert_eq!(failed["result"]["error"], json!({ "code": -32603, "message": "it broke" }), "{failed}");
+
     let before = upstream.asked("tasks/get");
     let forged = client.request_with("tasks/get", json!({ "taskId": "tsk_up.hostile-task-1" }), takes_tasks()).await;
     assert_eq!(forged.error_code(), Some(-32602));
@@ -198,6 +218,7 @@ async fn a_hostile_upstreams_task_is_rebuilt_and_never_kept() {
     let mut params = json!({ "notifications": { "taskIds": [first] } });
     params["_meta"] = meta(takes_tasks());
     let heard = client.stream("subscriptions/listen", params, 1, Duration::from_secs(5), || async {}).await;
+    assert_eq!(heard.messages[0]["method"], "notifications/subscriptions/acknowledged", "{:?}", heard.messages);
     assert!(heard.messages[0]["params"]["notifications"].get("taskIds").is_none(), "{:?}", heard.messages);
 }
 

@@ -70,6 +70,12 @@ impl<'a> Relay<'a> {
         self.cx.caller()
     }
 
+    /// What the call's client hears besides the answer: whether progress,
+    /// and log messages from which level (`{"progress": bool, "logLevel": …}`).
+    pub(crate) fn hears(&self) -> Value {
+        json!({ "progress": self.cx.wants_progress(), "logLevel": self.cx.log_level().map(LoggingLevel::as_str) })
+    }
+
     /// Asks the upstream, in the request's `_meta`, for what our client asked
     /// for: progress under `token` (the upstream request's own id), and log
     /// messages at our client's level; and tells it what our client may be
