@@ -56,11 +56,9 @@ enum Command {
     },
 }
 
-// Request handling allocates many small, short-lived JSON values; mimalloc
-// serves that pattern with less CPU than glibc's malloc (measured in
-// loadtest/: see its README).
+// mimalloc, asked the way its fast paths expect (see switchyard-alloc).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: switchyard_alloc::Allocator = switchyard_alloc::Allocator;
 
 /// Exit code for a configuration error (EX_CONFIG-style usage error, as linkerd does).
 const EXIT_CONFIG: u8 = 64;
