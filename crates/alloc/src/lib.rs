@@ -85,21 +85,32 @@ mod tests {
     #[test]
     fn blocks_have_the_alignment_their_layout_asks_for() {
         let allocator = Allocator;
-        for align in [1, 2, 4, 8, 16, 64, 128, 4096] {
+        for align in [1, 2, 4, 8, 16, 64, 128, 4096, 1 << 17] {
             for size in [1, 7, 8, 24, 100, 1000, 1025, 5000, 100_000, 3_000_000] {
                 let layout = Layout::from_size_align(size, align).unwrap_or_else(|_| unreachable!("valid"));
+                let aligned = |block: *mut u8| !block.is_null() && (block as usize).is_multiple_of(align);
                 // SAFETY: a non-zero size; each block is freed once, with its layout.
                 unsafe {
-                    let block = allocator.alloc(layout);
-                    assert!(!block.is_null() && (block as usize).is_multiple_of(align), "{size} bytes at {align}");
-                    block.write_bytes(0xA5, size);
+                    // A block written and freed is likely the next one handed
+                    // out: zeroing is then tested on memory that was not zero.
+                    let dirty = allocator.alloc(layout);
+                    assert!(aligned(dirty), "{size} bytes at {align}");
+                    dirty.write_bytes(0xA5, size);
+                    allocator.dealloc(dirty, layout);
                     let zeroed = allocator.alloc_zeroed(layout);
-                    assert!((zeroed as usize).is_multiple_of(align), "zeroed {size} bytes at {align}");
+                    assert!(aligned(zeroed), "zeroed {size} bytes at {align}");
                     assert!((0..size).all(|i| *zeroed.add(i) == 0), "zeroed {size} bytes at {align}");
+                    let block = allocator.alloc(layout);
+                    assert!(aligned(block), "{size} bytes at {align}");
+                    block.write_bytes(0xA5, size);
                     let grown = allocator.realloc(block, layout, size * 3);
-                    assert!((grown as usize).is_multiple_of(align), "grown {size} bytes at {align}");
+                    assert!(aligned(grown), "grown {size} bytes at {align}");
                     assert!((0..size).all(|i| *grown.add(i) == 0xA5), "grown {size} bytes kept at {align}");
-                    allocator.dealloc(grown, Layout::from_size_align_unchecked(size * 3, align));
+                    let grown_layout = Layout::from_size_align_unchecked(size * 3, align);
+                    let shrunk = allocator.realloc(grown, grown_layout, size.div_ceil(2));
+                    assert!(aligned(shrunk), "shrunk {size} bytes at {align}");
+                    assert!((0..size.div_ceil(2)).all(|i| *shrunk.add(i) == 0xA5), "shrunk {size} bytes kept");
+                    allocator.dealloc(shrunk, Layout::from_size_align_unchecked(size.div_ceil(2), align));
                     allocator.dealloc(zeroed, layout);
                 }
             }
