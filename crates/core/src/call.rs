@@ -350,6 +350,15 @@ pub(crate) fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value
 /// The most times a legacy client is asked for input within one request.
 const MAX_LEGACY_ROUNDS: usize = 8;
 
+/// The first capability one of `requests` (input requests, by key) needs
+/// that `declared` (a request's client capabilities) does not hold.
+pub(crate) fn undeclared_need(
+    requests: &Map<String, Value>,
+    declared: &Map<String, Value>,
+) -> Option<ClientCapability> {
+    requests.values().filter_map(required_capability).find(|needed| !needed.is_declared_in(declared))
+}
+
 /// The client capability an embedded input request needs.
 pub fn required_capability(request: &Value) -> Option<ClientCapability> {
     let params = request.get("params");

@@ -54,11 +54,7 @@ fn input_required(result: &mut Value) -> PluginResult<Outcome> {
     if asked.is_empty() || asked.len() > MAX_INPUT_REQUESTS {
         return Err(malformed(format!("{} input requests (1 to {MAX_INPUT_REQUESTS} may be asked)", asked.len())));
     }
-    let mut requests = Map::new();
-    for (key, request) in asked {
-        let request = input_request(&key, request)?;
-        requests.insert(key, request);
-    }
+    let requests = rebuilt(asked)?;
     let state = match result.get_mut("requestState").map(Value::take) {
         None | Some(Value::Null) => None,
         Some(Value::String(state)) => Some(json!({ UPSTREAM_STATE: state })),
@@ -67,9 +63,14 @@ fn input_required(result: &mut Value) -> PluginResult<Outcome> {
     Ok(Outcome::InputRequired { requests, state })
 }
 
+/// The upstream's input requests (by key), each rebuilt ([`input_request`]).
+pub(crate) fn rebuilt(asked: Map<String, Value>) -> PluginResult<Map<String, Value>> {
+    asked.into_iter().map(|(key, request)| Ok((key.clone(), input_request(&key, request)?))).collect()
+}
+
 /// An input request of the upstream's under `key`, rebuilt from its method
 /// and params: nothing else it put there reaches our client.
-pub(crate) fn input_request(key: &str, mut request: Value) -> PluginResult<Value> {
+fn input_request(key: &str, mut request: Value) -> PluginResult<Value> {
     let malformed = |why: &str| PluginError::Tool(format!("the upstream asked for input malformed: {key:.64}: {why}"));
     let method = match request.get("method").and_then(Value::as_str) {
         Some(input::ELICIT) => input::ELICIT,

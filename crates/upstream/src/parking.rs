@@ -207,7 +207,7 @@ impl Parking {
     /// received, or whose receipt cannot be told, lets the call go: the
     /// retry's client has been told to call the tool again, so the upstream
     /// must not do its work a second time.
-    async fn answer_here(&self, answer: ParkedAnswer) -> Value {
+    async fn answer_here(&self, answer: &ParkedAnswer) -> Value {
         let Some(parked) = self.take(&answer.parked, &answer.caller) else {
             return json!({ "error": "the upstream's call no longer waits for this answer: it waited too long" });
         };
@@ -412,11 +412,10 @@ async fn follow(parking: Weak<Parking>, mut subscription: switchyard_bus::Subscr
                 hears,
             }) if replica == parking.replica => {
                 tokio::spawn(async move {
-                    let reply_to_turn = reply_to.clone();
                     let answer =
                         ParkedAnswer { parked, caller, responses, reply_to, received_by_ms, deadline_ms, hears };
-                    let turn = parking.answer_here(answer).await;
-                    let event = Event::ParkedTurn { reply_to: reply_to_turn, turn };
+                    let turn = parking.answer_here(&answer).await;
+                    let event = Event::ParkedTurn { reply_to: answer.reply_to, turn };
                     if let Err(error) = parking.bus.publish(event).await {
                         tracing::warn!(%error, "could not tell another replica how a parked upstream call went on");
                     }

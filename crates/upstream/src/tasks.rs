@@ -13,7 +13,7 @@ use switchyard_core::plugin::{PluginResult, TaskRequest};
 use switchyard_protocol::method::request;
 
 use crate::client::{CallError, McpClient};
-use crate::input::input_request;
+use crate::input::rebuilt;
 use crate::plugin::refused;
 
 /// Asks the upstream `request` about its task `id` for the call `cx`: the
@@ -45,12 +45,7 @@ pub(crate) async fn ask(
     if let (TaskRequest::Get, true, Some(Value::Object(asked))) =
         (request, waits, answer.get_mut("inputRequests").map(Value::take))
     {
-        let mut requests = Map::new();
-        for (key, asked) in asked {
-            let rebuilt = input_request(&key, asked)?;
-            requests.insert(key, rebuilt);
-        }
-        answer["inputRequests"] = Value::Object(requests);
+        answer["inputRequests"] = Value::Object(rebuilt(asked)?);
     }
     Ok(answer)
 }

@@ -387,16 +387,9 @@ impl Server {
                 };
                 if tasks::is_relayed(task_id) {
                     // A task an upstream keeps: its plugin answers.
-                    let (notifier, request) = (Notifier::default(), &request);
-                    let call = Call {
-                        deps: self.call_deps(),
-                        request,
-                        params,
-                        snapshot: &snapshot,
-                        notifier,
-                        capabilities,
-                        cancel,
-                    };
+                    let (request, snapshot, notifier) = (&request, &snapshot, Notifier::default());
+                    let call =
+                        Call { deps: self.call_deps(), request, params, snapshot, notifier, capabilities, cancel };
                     call.relayed_task().await?
                 } else {
                     let bus = self.catalog.bus().as_ref();

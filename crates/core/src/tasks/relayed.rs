@@ -28,7 +28,7 @@ use serde_json::{Map, Value, json};
 use switchyard_protocol::{ErrorObject, Method, Params};
 
 use super::TaskStatus;
-use crate::call::{Call, check_tool_result, required_capability};
+use crate::call::{Call, check_tool_result, required_capability, undeclared_need};
 use crate::catalog::ToolEntry;
 use crate::error::Error;
 use crate::plugin::{Plugin, PluginError, TaskRequest};
@@ -130,10 +130,8 @@ impl Call<'_> {
             (TaskRequest::Get, Value::Object(fields)) => {
                 let task = checked(task_id, fields, tool, lifetime_ms, true).map_err(|why| malformed(plugin, &why))?;
                 // As for an MRTR round: the client is asked only what it declared it can answer.
-                let asked = task.get("inputRequests").and_then(Value::as_object).into_iter().flat_map(Map::values);
-                if let Some(needed) =
-                    asked.filter_map(required_capability).find(|needed| !needed.is_declared_in(&self.capabilities))
-                {
+                let asked = task.get("inputRequests").and_then(Value::as_object);
+                if let Some(needed) = asked.and_then(|asked| undeclared_need(asked, &self.capabilities)) {
                     return Err(ErrorObject::missing_capability(needed.as_required()).into());
                 }
                 Ok(Value::Object(task))

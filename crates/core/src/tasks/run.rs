@@ -11,7 +11,7 @@ use switchyard_protocol::ErrorObject;
 use tokio_util::sync::CancellationToken;
 
 use super::{TaskRecord, TaskStatus, Tasks, Transition, now_ms};
-use crate::call::{check_tool_result, required_capability};
+use crate::call::{check_tool_result, undeclared_need};
 use crate::catalog::Snapshot;
 use crate::error::{Delivery, Error};
 use crate::plugin::{CallContext, InputRound, Outcome, Plugin, PluginError, PluginResult};
@@ -101,11 +101,7 @@ pub(crate) async fn run_task(
                 return;
             }
         };
-        if let Some(missing) = requests
-            .values()
-            .filter_map(required_capability)
-            .find(|needed| !needed.is_declared_in(&call.template.client_capabilities))
-        {
+        if let Some(missing) = undeclared_need(&requests, &call.template.client_capabilities) {
             tasks.untrack(&task.id);
             let error = ErrorObject::missing_capability(missing.as_required());
             let transition = Transition {
