@@ -198,8 +198,10 @@ fn audience(cx: &CallContext) -> Arc<str> {
 }
 
 impl PluginCache {
-    fn record(&self, outcome: &'static str) {
-        switchyard_telemetry::metrics().answer_cache(outcome);
+    /// A lookup: a hit (kept, or shared with an identical request in
+    /// flight) or a miss.
+    fn record(&self, hit: bool) {
+        switchyard_telemetry::metrics().answer_cache(hit);
     }
 
     fn key(&self, method: &'static str, target: &Arc<str>, audience: Option<Arc<str>>) -> Key {
@@ -242,7 +244,7 @@ impl PluginCache {
             return fetch().await.map(|(result, _)| Arc::new(result));
         };
         if let Some(kept) = entries.get(&self.key(method, &target, None)).await {
-            self.record("hit");
+            self.record(true);
             return Ok(kept.result);
         }
         let asked = AtomicBool::new(false);
@@ -260,7 +262,7 @@ impl PluginCache {
             .await
             .map_err(|error| (*error).clone())?;
         let fetched_here = asked.load(Ordering::Relaxed);
-        self.record(if fetched_here { "miss" } else { "hit" });
+        self.record(!fetched_here);
         if fetched_here {
             if ByTtl::ttl(&private, &kept).is_zero() {
                 // Kept only for the requests that waited on it, which have it now.
@@ -280,7 +282,7 @@ impl PluginCache {
             Some(kept) => Some(kept),
             None => entries.get(&self.key(method, target, Some(audience(cx)))).await,
         };
-        self.record(if kept.is_some() { "hit" } else { "miss" });
+        self.record(kept.is_some());
         kept.map(|kept| kept.result)
     }
 

@@ -83,7 +83,7 @@ impl Call<'_> {
             }
             (TaskSupport::Optional | TaskSupport::Required, Some(tasks)) if declared_tasks => {
                 let result = self.call_tool_as_task(tool, tasks, arguments).await;
-                switchyard_telemetry::metrics().tool_call(&tool.name, tool_outcome(&result));
+                tool.calls.record(tool_outcome(&result));
                 return result;
             }
             _ => {}
@@ -92,8 +92,8 @@ impl Call<'_> {
             .run(&tool.plugin, name, |plugin, cx| plugin.call_tool(name, arguments.clone(), cx))
             .await
             .and_then(|result| check_tool_result(tool, result));
-        // The name is the catalog's: a metric label never carries client input.
-        switchyard_telemetry::metrics().tool_call(&tool.name, tool_outcome(&result));
+        // The series is the catalog entry's: a metric label never carries client input.
+        tool.calls.record(tool_outcome(&result));
         result
     }
 

@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use switchyard_bus::{Event, NotificationBus};
 use switchyard_protocol::headers;
+use switchyard_telemetry::ToolCalls;
 
 use crate::caching::CachePolicy;
 use crate::listen::ListenHub;
@@ -55,6 +56,8 @@ pub struct ToolEntry {
     pub output_schema: Option<CompiledSchema>,
     /// Arguments mirrored into headers (`x-mcp-header`).
     pub header_params: Vec<HeaderParam>,
+    /// The tool's `switchyard.tool.calls`.
+    pub calls: ToolCalls,
 }
 
 /// One prompt.
@@ -422,7 +425,8 @@ fn tool_entry(plugin: &Arc<dyn Plugin>, definition: Value) -> Result<ToolEntry, 
         Some(output) => Some(schema::compile(output).map_err(|e| format!("tool {name}: outputSchema: {e}"))?),
     };
     let header_params = header_params(&name, input)?;
-    Ok(ToolEntry { name, definition, plugin: Arc::clone(plugin), input_schema, output_schema, header_params })
+    let calls = ToolCalls::new(&name);
+    Ok(ToolEntry { name, definition, plugin: Arc::clone(plugin), input_schema, output_schema, header_params, calls })
 }
 
 /// Tool names as the conformance suite checks them: 1-64 of `[A-Za-z0-9_.-]`.

@@ -12,14 +12,22 @@ use std::sync::LazyLock;
 use serde_json::Value;
 use switchyard_protocol::Method;
 use switchyard_protocol::meta::META;
-use switchyard_telemetry::FixedAttributes;
+use switchyard_telemetry::{FixedAttributes, MethodDurations};
 use tracing::field::Empty;
 
 use crate::request::{Execution, Prepared};
 
-/// The attributes a method alone decides (`mcp.method.name`, and for a tool
-/// call `gen_ai.operation.name`), encoded once per method.
-static METHOD_ATTRIBUTES: LazyLock<Vec<(Method, FixedAttributes)>> = LazyLock::new(|| {
+/// What a method alone decides, made once per method.
+struct ByMethod {
+    method: Method,
+    /// The span's attributes (`mcp.method.name`, and for a tool call
+    /// `gen_ai.operation.name`), encoded once.
+    attributes: FixedAttributes,
+    /// The method's `mcp.server.operation.duration`.
+    durations: MethodDurations,
+}
+
+static BY_METHOD: LazyLock<Vec<ByMethod>> = LazyLock::new(|| {
     let unknown = Method::Unknown(String::new());
     Method::KNOWN
         .into_iter()
@@ -29,17 +37,21 @@ static METHOD_ATTRIBUTES: LazyLock<Vec<(Method, FixedAttributes)>> = LazyLock::n
             if method == Method::CallTool {
                 pairs.push(("gen_ai.operation.name", "execute_tool"));
             }
-            let attributes = FixedAttributes::new(pairs);
-            (method, attributes)
+            ByMethod { attributes: FixedAttributes::new(pairs), durations: MethodDurations::new(method.label()), method }
         })
         .collect()
 });
 
-fn method_attributes(method: &Method) -> &'static FixedAttributes {
-    let table = &*METHOD_ATTRIBUTES;
-    let found = table.iter().find(|(known, _)| known == method);
+fn by_method(method: &Method) -> &'static ByMethod {
+    let table = &*BY_METHOD;
+    let found = table.iter().find(|entry| entry.method == *method);
     // Any other name shares the last entry's label, "other".
-    &found.unwrap_or(&table[table.len() - 1]).1
+    found.unwrap_or(&table[table.len() - 1])
+}
+
+/// Where a request of `method` records its duration.
+pub(crate) fn method_durations(method: &Method) -> &'static MethodDurations {
+    &by_method(method).durations
 }
 
 pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
@@ -68,7 +80,7 @@ pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
         error.type = Empty,
         rpc.response.status_code = Empty,
     );
-    let attributes = method_attributes(&request.method);
+    let attributes = &by_method(&request.method).attributes;
     match target {
         Some(target) => attributes.add_named(&span, &[method, " ", target]),
         None => attributes.add_named(&span, &[method]),

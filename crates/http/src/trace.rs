@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, Response, Version};
-use switchyard_telemetry::FixedAttributes;
+use switchyard_telemetry::{FixedAttributes, RouteDurations};
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
 use tower_http::trace::{MakeSpan, OnResponse, TraceLayer};
 use tracing::Span;
@@ -27,6 +27,8 @@ pub(crate) struct HttpSpans {
     /// A POST span's attributes (method, route, scheme, protocol version),
     /// by HTTP version: the same for every request, so encoded once.
     post_attributes: Arc<[FixedAttributes]>,
+    /// The route's `http.server.request.duration`, bound where it can be.
+    durations: Arc<RouteDurations>,
 }
 
 pub(crate) type Layer = TraceLayer<SharedClassifier<ServerErrorsAsFailures>, HttpSpans, (), HttpSpans, (), (), ()>;
@@ -37,6 +39,7 @@ pub(crate) fn layer(route: &str) -> Layer {
         route: Arc::from(route),
         post_name: Arc::from(format!("POST {route}")),
         post_attributes: VERSIONS.iter().map(|version| attributes("POST", route, version)).collect(),
+        durations: Arc::new(RouteDurations::new(Arc::from(route))),
     };
     TraceLayer::new_for_http()
         .make_span_with(spans.clone())
@@ -101,6 +104,6 @@ impl OnResponse<Body> for HttpSpans {
         // The route takes only POST; every other method is answered 405 and
         // a POST never is, so the status tells the method without keeping it.
         let method = if status == 405 { "_OTHER" } else { "POST" };
-        switchyard_telemetry::metrics().http_request(method, &self.route, status, latency);
+        self.durations.record(method, status, latency);
     }
 }

@@ -22,6 +22,7 @@ mod logs;
 mod metrics;
 mod prometheus;
 mod push;
+mod series;
 mod settings;
 mod spans;
 
@@ -38,6 +39,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 pub use logs::LogFormat;
 pub use metrics::{Metrics, ToolOutcome, metrics};
 pub use prometheus::Prometheus;
+pub use series::{MethodDurations, RouteDurations, ToolCalls};
 pub use settings::{RawTelemetry, Settings};
 pub use spans::{Annotations, FixedAttributes, annotate};
 

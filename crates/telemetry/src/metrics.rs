@@ -8,7 +8,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, UpDownCounter};
+use opentelemetry::metrics::{BoundCounter, Counter, Gauge, Histogram, Meter, UpDownCounter};
 use opentelemetry::{KeyValue, StringValue};
 
 /// Bucket bounds in seconds: our requests take from tens of microseconds (a
@@ -19,9 +19,9 @@ const SECONDS: [f64; 18] =
 /// The instruments. Obtain them with [`metrics()`].
 #[derive(Debug)]
 pub struct Metrics {
-    http_duration: Histogram<f64>,
-    mcp_duration: Histogram<f64>,
-    tool_calls: Counter<u64>,
+    pub(crate) http_duration: Histogram<f64>,
+    pub(crate) mcp_duration: Histogram<f64>,
+    pub(crate) tool_calls: Counter<u64>,
     listen_streams: UpDownCounter<i64>,
     listen_dropped: Counter<u64>,
     bus_published: Counter<u64>,
@@ -36,6 +36,9 @@ pub struct Metrics {
     upstream_breaker: Counter<u64>,
     upstream_retries: Counter<u64>,
     answer_cache: Counter<u64>,
+    /// `answer_cache`'s hits and misses, bound on first use (a lookup is on
+    /// the path of every cached read; `series` says why).
+    answer_cache_results: [OnceLock<BoundCounter<u64>>; 2],
 }
 
 /// How a tool call ended, as `switchyard.tool.calls` counts it.
@@ -56,7 +59,12 @@ pub enum ToolOutcome {
 }
 
 impl ToolOutcome {
-    fn as_str(self) -> &'static str {
+    /// Every outcome, in declaration order (so `outcome as usize` is its
+    /// position here).
+    pub(crate) const ALL: [Self; 6] =
+        [Self::Ok, Self::ToolError, Self::PluginError, Self::Timeout, Self::InputRequired, Self::Task];
+
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Ok => "ok",
             Self::ToolError => "tool_error",
@@ -168,38 +176,21 @@ impl Metrics {
                 "{request}",
                 "Plugin answers (upstream, WASM) looked up in the answer cache, by result: hit (kept, or shared with an identical request in flight) or miss.",
             ),
+            answer_cache_results: Default::default(),
         }
-    }
-
-    /// An HTTP request answered with `status` after `elapsed`. `method` is
-    /// a known method or `_OTHER`; `route` is the matched route template,
-    /// never the raw path.
-    pub fn http_request(&self, method: &'static str, route: &Arc<str>, status: u16, elapsed: Duration) {
-        self.http_duration.record(
-            elapsed.as_secs_f64(),
-            &[
-                KeyValue::new("http.request.method", method),
-                KeyValue::new("http.route", StringValue::from(Arc::clone(route))),
-                KeyValue::new("http.response.status_code", i64::from(status)),
-            ],
-        );
     }
 
     /// An MCP request of a known `method` (the caller maps unknown methods
     /// to `"other"`) ended after `elapsed`; `error` is the JSON-RPC error code
-    /// it ended with, if any.
-    pub fn mcp_request(&self, method: &'static str, error: Option<i64>, elapsed: Duration) {
+    /// it ended with, if any. On the request path this is
+    /// [`crate::MethodDurations::record`], which binds the series without an
+    /// error.
+    pub(crate) fn mcp_request(&self, method: &'static str, error: Option<i64>, elapsed: Duration) {
         let mut attributes = vec![KeyValue::new("mcp.method.name", method)];
         if let Some(code) = error {
             attributes.push(KeyValue::new("error.type", code.to_string()));
         }
         self.mcp_duration.record(elapsed.as_secs_f64(), &attributes);
-    }
-
-    /// A call of `tool`, a name from the catalog.
-    pub fn tool_call(&self, tool: &str, outcome: ToolOutcome) {
-        self.tool_calls
-            .add(1, &[KeyValue::new("gen_ai.tool.name", tool.to_owned()), KeyValue::new("outcome", outcome.as_str())]);
     }
 
     /// A listen stream opened (`+1`) or closed (`-1`).
@@ -273,11 +264,14 @@ impl Metrics {
         self.upstream_retries.add(1, &[upstream_label(upstream)]);
     }
 
-    /// An answer-cache lookup's `result`: `hit` or `miss`. Not labelled by
+    /// An answer-cache lookup: a hit or a miss (`result`). Not labelled by
     /// plugin: a hit is the whole of a cached read, and each attribute adds
     /// to the counter's lookup.
-    pub fn answer_cache(&self, result: &'static str) {
-        self.answer_cache.add(1, &[KeyValue::new("result", result)]);
+    pub fn answer_cache(&self, hit: bool) {
+        let result = if hit { "hit" } else { "miss" };
+        self.answer_cache_results[usize::from(hit)]
+            .get_or_init(|| self.answer_cache.bind(&[KeyValue::new("result", result)]))
+            .add(1);
     }
 
     /// The catalog version now served.
@@ -289,4 +283,16 @@ impl Metrics {
 /// The `upstream` label: shared, not copied, on every record.
 fn upstream_label(upstream: &Arc<str>) -> KeyValue {
     KeyValue::new("upstream", StringValue::from(Arc::clone(upstream)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ToolOutcome;
+
+    #[test]
+    fn every_outcome_is_at_its_own_position() {
+        for (position, outcome) in ToolOutcome::ALL.into_iter().enumerate() {
+            assert_eq!(outcome as usize, position, "{outcome:?}");
+        }
+    }
 }

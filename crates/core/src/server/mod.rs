@@ -296,7 +296,7 @@ impl Server {
     /// Dropping the returned future cancels the request: the plugin's
     /// cancellation token fires.
     pub async fn execute(&self, request: Prepared, outbox: Option<mpsc::Sender<Value>>) -> Execution {
-        let method = request.method.label();
+        let durations = telemetry::method_durations(&request.method);
         let span = telemetry::mcp_span(&request);
         let started = std::time::Instant::now();
         let execution = self.execute_in_span(request, outbox).instrument(span.clone()).await;
@@ -309,7 +309,7 @@ impl Server {
             // The span lasts as long as the stream (STYLE.md: one span per listen stream).
             Execution::Listen(stream) => Execution::Listen(stream.in_span(span)),
             execution => {
-                switchyard_telemetry::metrics().mcp_request(method, error, started.elapsed());
+                durations.record(error, started.elapsed());
                 execution
             }
         }
