@@ -70,11 +70,11 @@ impl Call<'_> {
         let tool = self.snapshot.tool(name).ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
         self.deps.config.policy.authorize(&self.request.caller, tool)?;
         // The schema validator reads a `Value`; the plugin is handed this one's map.
-        let arguments = Value::Object(arguments.cloned().unwrap_or_default());
+        let checked = Value::Object(arguments.cloned().unwrap_or_default());
         tool.input_schema
-            .validate(&arguments)
+            .validate(&checked)
             .map_err(|problems| Error::InvalidArguments { tool: name.to_owned(), problems })?;
-        let Value::Object(arguments) = arguments else { unreachable!("made an object above") };
+        let Value::Object(validated) = checked else { unreachable!("made an object above") };
         let declared_tasks =
             self.request.era == Era::Modern && ClientCapability::Tasks.is_declared_in(&self.capabilities);
         match (tool.plugin.task_support(name), &self.deps.tasks) {
@@ -82,14 +82,20 @@ impl Call<'_> {
                 return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
             }
             (TaskSupport::Optional | TaskSupport::Required, Some(tasks)) if declared_tasks => {
-                let result = self.call_tool_as_task(tool, tasks, arguments).await;
+                let result = self.call_tool_as_task(tool, tasks, validated).await;
                 tool.calls.record(tool_outcome(&result));
                 return result;
             }
             _ => {}
         }
+        // The first round is handed the validated copy; only a legacy
+        // client's further rounds (after its answers) copy the request's again.
+        let mut first = Some(validated);
         let result = self
-            .run(&tool.plugin, name, |plugin, cx| plugin.call_tool(name, arguments.clone(), cx))
+            .run(&tool.plugin, name, |plugin, cx| {
+                let arguments = first.take().unwrap_or_else(|| arguments.cloned().unwrap_or_default());
+                plugin.call_tool(name, arguments, cx)
+            })
             .await
             .and_then(|result| check_tool_result(tool, result));
         // The series is the catalog entry's: a metric label never carries client input.
@@ -169,9 +175,9 @@ impl Call<'_> {
     /// For a legacy client, which cannot retry with answers, the input
     /// requests go out on the response stream instead and the plugin is
     /// called again with the answers, up to [`MAX_LEGACY_ROUNDS`] times.
-    async fn run<'p, F>(&self, plugin: &'p Arc<dyn Plugin>, target: &str, call: F) -> Result<Value, Error>
+    async fn run<'p, F>(&self, plugin: &'p Arc<dyn Plugin>, target: &str, mut call: F) -> Result<Value, Error>
     where
-        F: Fn(&'p dyn Plugin, CallContext) -> BoxFuture<'p, PluginResult<Outcome>>,
+        F: FnMut(&'p dyn Plugin, CallContext) -> BoxFuture<'p, PluginResult<Outcome>>,
     {
         let request = self.request;
         let binding = self.binding();

@@ -37,7 +37,11 @@ static BY_METHOD: LazyLock<Vec<ByMethod>> = LazyLock::new(|| {
             if method == Method::CallTool {
                 pairs.push(("gen_ai.operation.name", "execute_tool"));
             }
-            ByMethod { attributes: FixedAttributes::new(pairs), durations: MethodDurations::new(method.label()), method }
+            ByMethod {
+                attributes: FixedAttributes::new(pairs),
+                durations: MethodDurations::new(method.label()),
+                method,
+            }
         })
         .collect()
 });
