@@ -88,6 +88,10 @@ async fn a_tool_call_is_one_trace_across_two_replicas_and_the_metrics_are_export
     let (trace_b, parent_b) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
     let answer = call(&base, "echo", None, Some(&format!("00-{trace_b}-{parent_b}-01"))).await;
     assert_eq!(answer["result"]["content"][0]["text"], SECRET, "{answer}");
+    // A call that fails: the series bound to the calls that succeed must not
+    // count it, and the failure gets series of its own.
+    let answer = call(&base, "no_such_tool", None, None).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
 
     let scrape = reqwest::get(format!("{base}/metrics")).await.unwrap();
     assert_eq!(scrape.status(), 200);
@@ -97,7 +101,9 @@ async fn a_tool_call_is_one_trace_across_two_replicas_and_the_metrics_are_export
         r#"switchyard_tool_calls_total{gen_ai_tool_name="up_echo",outcome="ok"} 1"#,
         r#"switchyard_tool_calls_total{gen_ai_tool_name="echo",outcome="ok"} 1"#,
         r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call"} 2"#,
+        r#"mcp_server_operation_duration_seconds_count{error_type="-32602",mcp_method_name="tools/call"} 1"#,
         r#"http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="200",http_route="/mcp"} 2"#,
+        r#"http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="400",http_route="/mcp"} 1"#,
         "switchyard_listen_streams 0",
         "# TYPE switchyard_catalog_version gauge",
     ] {
