@@ -26,6 +26,7 @@ const OUTBOX: usize = 32;
 pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) -> Response {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
+    let mirrored = mirror::Mirrored::of(&headers);
     // Step 2: Origin and Host (DNS-rebinding protection).
     if let Some(refused) = guard::refusal(&state.config, parts.version, &parts.uri, &headers) {
         return refused;
@@ -46,12 +47,11 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         None => None,
         Some(limiter) => {
             let principal = caller.accounting_key();
-            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-            let counted = match header(switchyard_protocol::headers::METHOD) {
+            let (method, name) = mirrored.routing();
+            let counted = match method {
                 None => None,
                 Some(method) => {
-                    let name = header(switchyard_protocol::headers::NAME)
-                        .and_then(|raw| switchyard_protocol::headers::decode_value(raw.trim()).ok());
+                    let name = name.and_then(|raw| switchyard_protocol::headers::decode_value(raw.trim()).ok());
                     let target = state.server.limit_target(method.trim(), name.as_deref());
                     if let Err(refused) = limit(limiter.as_ref(), &principal, target).await {
                         return refused;
@@ -122,16 +122,16 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
     };
 
     // Step 6: header and body agree where both carry a value.
-    if let Err(e) = mirror::cross_check(&headers, &method, &params) {
+    if let Err(e) = mirror::cross_check(&mirrored, &method, &params) {
         return reply::error(Some(&id), &e);
     }
     // Steps 5, 7, 8: era, required `_meta`, supported version.
-    let prepared = match state.server.prepare(id.clone(), &method, params, mirror::modern_hint(&headers), caller) {
+    let prepared = match state.server.prepare(id.clone(), &method, params, mirrored.modern_hint(), caller) {
         Ok(prepared) => prepared,
         Err(e) => return reply::error(Some(&id), &e),
     };
     // Step 9: the standard headers are present and `Mcp-Name`/`Mcp-Param-*` match.
-    if let Err(e) = mirror::require(&headers, &prepared) {
+    if let Err(e) = mirror::require(&headers, &mirrored, &prepared) {
         return reply::error(Some(&id), &e);
     }
 

@@ -8,7 +8,7 @@
 //! presence and the name and parameter headers after the version gate.
 
 use axum::http::header::AsHeaderName;
-use axum::http::{HeaderMap, HeaderName};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 use switchyard_core::Prepared;
 use switchyard_protocol::headers::{self, decode_value, matches_body};
@@ -18,7 +18,12 @@ use switchyard_protocol::{ErrorObject, Method, RequestMeta};
 /// A header's value as text, trimmed; `-32020` when it has bytes that are not
 /// visible ASCII.
 fn read<K: AsHeaderName + Copy + std::fmt::Display>(headers: &HeaderMap, name: K) -> Result<Option<&str>, ErrorObject> {
-    match headers.get(name) {
+    text(headers.get(name), name)
+}
+
+/// [`read`] of a value already looked up.
+fn text(value: Option<&HeaderValue>, name: impl std::fmt::Display) -> Result<Option<&str>, ErrorObject> {
+    match value {
         None => Ok(None),
         Some(value) => value
             .to_str()
@@ -32,24 +37,63 @@ const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(headers::PROTOCOL_V
 const METHOD: HeaderName = HeaderName::from_static(headers::METHOD);
 const NAME: HeaderName = HeaderName::from_static(headers::NAME);
 
-/// Whether the headers say the client speaks the modern protocol: a
-/// `MCP-Protocol-Version` that is not a legacy revision.
-pub(crate) fn modern_hint(headers: &HeaderMap) -> bool {
-    matches!(read(headers, &PROTOCOL_VERSION), Ok(Some(v)) if !LEGACY.contains(&v))
+/// The three standard mirrored headers of a request, looked up once (each
+/// lookup hashes the name; the steps below read them six times between
+/// them). Each is checked as text only where its step reads it, so an
+/// invalid value fails at the step it always did.
+pub(crate) struct Mirrored<'a> {
+    version: Option<&'a HeaderValue>,
+    method: Option<&'a HeaderValue>,
+    name: Option<&'a HeaderValue>,
+}
+
+impl<'a> Mirrored<'a> {
+    pub(crate) fn of(headers: &'a HeaderMap) -> Self {
+        Self { version: headers.get(&PROTOCOL_VERSION), method: headers.get(&METHOD), name: headers.get(&NAME) }
+    }
+
+    fn version(&self) -> Result<Option<&'a str>, ErrorObject> {
+        text(self.version, &PROTOCOL_VERSION)
+    }
+
+    fn method(&self) -> Result<Option<&'a str>, ErrorObject> {
+        text(self.method, &METHOD)
+    }
+
+    fn name(&self) -> Result<Option<&'a str>, ErrorObject> {
+        text(self.name, &NAME)
+    }
+
+    /// `Mcp-Method` and `Mcp-Name` as the rate limit reads them: as sent,
+    /// `None` when absent or not text (step 6 or 9 refuses those later).
+    pub(crate) fn routing(&self) -> (Option<&'a str>, Option<&'a str>) {
+        let loose = |value: Option<&'a HeaderValue>| value.and_then(|v| v.to_str().ok());
+        (loose(self.method), loose(self.name))
+    }
+
+    /// Whether the headers say the client speaks the modern protocol: a
+    /// `MCP-Protocol-Version` that is not a legacy revision.
+    pub(crate) fn modern_hint(&self) -> bool {
+        matches!(self.version(), Ok(Some(v)) if !LEGACY.contains(&v))
+    }
 }
 
 /// Step 6: where a value is both in a header and in the body, they must
 /// agree. `Mcp-Method` is compared in every era: the rate limit was decided
 /// from it before the body was read, so a legacy request must not carry one
 /// that its body contradicts either.
-pub(crate) fn cross_check(headers: &HeaderMap, method: &str, params: &Map<String, Value>) -> Result<(), ErrorObject> {
+pub(crate) fn cross_check(
+    mirrored: &Mirrored<'_>,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<(), ErrorObject> {
     if let Some(body_version) = RequestMeta::claimed_version(params)
-        && let Some(header) = read(headers, &PROTOCOL_VERSION)?
+        && let Some(header) = mirrored.version()?
         && header != body_version
     {
         return Err(ErrorObject::header_mismatch(format!("MCP-Protocol-Version '{header}' vs body '{body_version}'")));
     }
-    if let Some(header) = read(headers, &METHOD)?
+    if let Some(header) = mirrored.method()?
         && header != method
     {
         return Err(ErrorObject::header_mismatch(format!("Mcp-Method '{header}' vs body '{method}'")));
@@ -59,24 +103,24 @@ pub(crate) fn cross_check(headers: &HeaderMap, method: &str, params: &Map<String
 
 /// Step 9: the standard headers are present, and `Mcp-Name` and every
 /// `Mcp-Param-*` agree with the body once decoded.
-pub(crate) fn require(headers: &HeaderMap, request: &Prepared) -> Result<(), ErrorObject> {
+pub(crate) fn require(headers: &HeaderMap, mirrored: &Mirrored<'_>, request: &Prepared) -> Result<(), ErrorObject> {
     if request.era == Era::Legacy {
         // Legacy clients predate these headers and need send none; one that
         // sends `Mcp-Name` anyway must not name what its body does not (the
         // rate limit may have been decided from it).
-        if let (Some(_), Some(header)) = (request.method.name_param(), read(headers, &NAME)?) {
+        if let (Some(_), Some(header)) = (request.method.name_param(), mirrored.name()?) {
             name_agrees(&decode(header, "Mcp-Name")?, request)?;
         }
         return Ok(());
     }
-    if read(headers, &PROTOCOL_VERSION)?.is_none() {
+    if mirrored.version()?.is_none() {
         return Err(ErrorObject::header_mismatch("MCP-Protocol-Version header is required"));
     }
-    if read(headers, &METHOD)?.is_none() {
+    if mirrored.method()?.is_none() {
         return Err(ErrorObject::header_mismatch("Mcp-Method header is required"));
     }
     if request.method.name_param().is_some() {
-        let header = read(headers, &NAME)?.ok_or_else(|| {
+        let header = mirrored.name()?.ok_or_else(|| {
             ErrorObject::header_mismatch(format!("Mcp-Name header is required for {}", request.method))
         })?;
         name_agrees(&decode(header, "Mcp-Name")?, request)?;
