@@ -10,6 +10,9 @@
 //! - [`metrics()`] holds every instrument, with typed recording methods so that
 //!   each label set is bounded by construction (tool names come from the
 //!   catalog, never from client input).
+//!   The series every request records are kept where their labels are
+//!   fixed ([`RouteDurations`], [`MethodDurations`], [`ToolCalls`]) and bound
+//!   once, so a record does not look its series up by label.
 //! - [`context`] takes trace context from W3C headers and from `traceparent` /
 //!   `tracestate` in `_meta`, and writes it into outgoing MCP requests.
 //!
