@@ -6,6 +6,9 @@
 //! to the HTTP span that carried it), else the transport's span.
 //!
 //! Arguments, results and tokens never become attributes.
+//!
+//! Also the request's `mcp.server.operation.duration` series, kept per
+//! method beside the span's attributes (`switchyard_telemetry::series`).
 
 use std::sync::LazyLock;
 
@@ -53,12 +56,9 @@ fn by_method(method: &Method) -> &'static ByMethod {
     found.unwrap_or(&table[table.len() - 1])
 }
 
-/// Where a request of `method` records its duration.
-pub(crate) fn method_durations(method: &Method) -> &'static MethodDurations {
-    &by_method(method).durations
-}
-
-pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
+/// The request's span, and the series its duration is recorded in.
+pub(crate) fn mcp_span(request: &Prepared) -> (tracing::Span, &'static MethodDurations) {
+    let by_method = by_method(&request.method);
     let method = request.method.label();
     // What the span is about: the member `Mcp-Name` mirrors (tool, prompt, URI or task).
     let target = request.name();
@@ -84,7 +84,7 @@ pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
         error.type = Empty,
         rpc.response.status_code = Empty,
     );
-    let attributes = &by_method(&request.method).attributes;
+    let attributes = &by_method.attributes;
     match target {
         Some(target) => attributes.add_named(&span, &[method, " ", target]),
         None => attributes.add_named(&span, &[method]),
@@ -97,7 +97,7 @@ pub(crate) fn mcp_span(request: &Prepared) -> tracing::Span {
     if let Some((traceparent, tracestate)) = trace_context {
         switchyard_telemetry::context::parent_from_meta(&span, &traceparent, tracestate.as_deref());
     }
-    span
+    (span, &by_method.durations)
 }
 
 pub(crate) fn finish_span(span: &tracing::Span, execution: &Execution) {

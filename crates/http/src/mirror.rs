@@ -37,10 +37,11 @@ const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(headers::PROTOCOL_V
 const METHOD: HeaderName = HeaderName::from_static(headers::METHOD);
 const NAME: HeaderName = HeaderName::from_static(headers::NAME);
 
-/// The three standard mirrored headers of a request, looked up once (each
-/// lookup hashes the name; the steps below read them six times between
-/// them). Each is checked as text only where its step reads it, so an
-/// invalid value fails at the step it always did.
+/// The three standard mirrored headers of a request, looked up once: each
+/// lookup hashes the name, and the endpoint's steps read them six times a
+/// request between them (eight with a rate limiter). Each is checked as text
+/// only where its step reads it, so an invalid value fails at the step it
+/// always did.
 pub(crate) struct Mirrored<'a> {
     version: Option<&'a HeaderValue>,
     method: Option<&'a HeaderValue>,
@@ -65,7 +66,8 @@ impl<'a> Mirrored<'a> {
     }
 
     /// `Mcp-Method` and `Mcp-Name` as the rate limit reads them: as sent,
-    /// `None` when absent or not text (step 6 or 9 refuses those later).
+    /// `None` when absent or not text (a `Mcp-Method` that is not text is
+    /// refused at step 6).
     pub(crate) fn routing(&self) -> (Option<&'a str>, Option<&'a str>) {
         let loose = |value: Option<&'a HeaderValue>| value.and_then(|v| v.to_str().ok());
         (loose(self.method), loose(self.name))

@@ -35,11 +35,12 @@ pub(crate) type Layer = TraceLayer<SharedClassifier<ServerErrorsAsFailures>, Htt
 
 /// The layer for the MCP route at `route`.
 pub(crate) fn layer(route: &str) -> Layer {
+    let route_name: Arc<str> = Arc::from(route);
     let spans = HttpSpans {
-        route: Arc::from(route),
+        route: Arc::clone(&route_name),
         post_name: Arc::from(format!("POST {route}")),
         post_attributes: VERSIONS.iter().map(|version| attributes("POST", route, version)).collect(),
-        durations: Arc::new(RouteDurations::new(Arc::from(route))),
+        durations: Arc::new(RouteDurations::new(route_name)),
     };
     TraceLayer::new_for_http()
         .make_span_with(spans.clone())

@@ -59,10 +59,20 @@ pub enum ToolOutcome {
 }
 
 impl ToolOutcome {
-    /// Every outcome, in declaration order (so `outcome as usize` is its
-    /// position here).
-    pub(crate) const ALL: [Self; 6] =
-        [Self::Ok, Self::ToolError, Self::PluginError, Self::Timeout, Self::InputRequired, Self::Task];
+    /// How many outcomes there are: [`Self::index`] is below it.
+    pub(crate) const COUNT: usize = 6;
+
+    /// The outcome's slot in a table of [`Self::COUNT`].
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            Self::Ok => 0,
+            Self::ToolError => 1,
+            Self::PluginError => 2,
+            Self::Timeout => 3,
+            Self::InputRequired => 4,
+            Self::Task => 5,
+        }
+    }
 
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -265,8 +275,9 @@ impl Metrics {
     }
 
     /// An answer-cache lookup: a hit or a miss (`result`). Not labelled by
-    /// plugin: a hit is the whole of a cached read, and each attribute adds
-    /// to the counter's lookup.
+    /// plugin: each plugin's series would have to be bound and kept per
+    /// plugin instance, and the operator's question (is the cache working)
+    /// is answered without it.
     pub fn answer_cache(&self, hit: bool) {
         let result = if hit { "hit" } else { "miss" };
         self.answer_cache_results[usize::from(hit)]
@@ -290,9 +301,15 @@ mod tests {
     use super::ToolOutcome;
 
     #[test]
-    fn every_outcome_is_at_its_own_position() {
-        for (position, outcome) in ToolOutcome::ALL.into_iter().enumerate() {
-            assert_eq!(outcome as usize, position, "{outcome:?}");
-        }
+    fn every_outcome_has_a_slot_of_its_own() {
+        use ToolOutcome::*;
+        // Listed through a match, so a new outcome does not compile until it is here.
+        let listed = |outcome: ToolOutcome| match outcome {
+            Ok | ToolError | PluginError | Timeout | InputRequired | Task => outcome,
+        };
+        let all = [Ok, ToolError, PluginError, Timeout, InputRequired, Task].map(listed);
+        let mut slots: Vec<usize> = all.iter().map(|outcome| outcome.index()).collect();
+        slots.sort_unstable();
+        assert_eq!(slots, (0..ToolOutcome::COUNT).collect::<Vec<_>>());
     }
 }

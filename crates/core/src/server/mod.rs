@@ -296,8 +296,7 @@ impl Server {
     /// Dropping the returned future cancels the request: the plugin's
     /// cancellation token fires.
     pub async fn execute(&self, request: Prepared, outbox: Option<mpsc::Sender<Value>>) -> Execution {
-        let durations = telemetry::method_durations(&request.method);
-        let span = telemetry::mcp_span(&request);
+        let (span, durations) = telemetry::mcp_span(&request);
         let started = std::time::Instant::now();
         let execution = self.execute_in_span(request, outbox).instrument(span.clone()).await;
         let error = match &execution {
