@@ -65,7 +65,7 @@ fn input_required(result: &mut Value) -> PluginResult<Outcome> {
 
 /// The upstream's input requests (by key), each rebuilt ([`input_request`]).
 pub(crate) fn rebuilt(asked: Map<String, Value>) -> PluginResult<Map<String, Value>> {
-    asked.into_iter().map(|(key, request)| Ok((key.clone(), input_request(&key, request)?))).collect()
+    asked.into_iter().map(|(key, request)| input_request(&key, request).map(|request| (key, request))).collect()
 }
 
 /// An input request of the upstream's under `key`, rebuilt from its method
