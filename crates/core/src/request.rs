@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use switchyard_protocol::version::Era;
-use switchyard_protocol::{ErrorObject, Malformed, Method, Params, RequestId, RequestMeta};
+use switchyard_protocol::{ErrorObject, Finished, Malformed, Method, Params, RequestId, RequestMeta};
 
 use crate::caching::CachePolicy;
 use crate::catalog::{HeaderParam, Snapshot};
@@ -93,13 +93,13 @@ impl Prepared {
 
 /// What a request produced.
 pub enum Execution {
-    /// A result object (already carrying `resultType` and `_meta` as the era
-    /// wants), and who may reuse it for how long, as its `ttlMs` and
+    /// A result object (carrying `resultType` and `_meta` as the era wants,
+    /// or to carry them when written), and who may reuse it for how long, as its `ttlMs` and
     /// `cacheScope` say: `None` when it may not be reused at all (an MRTR
     /// retry, a legacy client's answer, a result without caching hints).
     Result {
         /// The result object.
-        result: Value,
+        result: Finished,
         /// Its caching, for a transport's cache headers.
         cache: Option<CachePolicy>,
     },
@@ -117,7 +117,7 @@ pub enum Execution {
 
 impl Execution {
     /// A result that may not be reused.
-    pub fn result(result: Value) -> Self {
+    pub fn result(result: Finished) -> Self {
         Self::Result { result, cache: None }
     }
 

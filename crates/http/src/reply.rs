@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use switchyard_core::policy::InsufficientScope;
 use switchyard_core::{CachePolicy, CacheScope, Execution, ListenFrame, ListenStream};
 use switchyard_protocol::error::{self as codes};
-use switchyard_protocol::{ErrorObject, RequestId, jsonrpc};
+use switchyard_protocol::{ErrorObject, Finished, RequestId, jsonrpc};
 use tokio::sync::mpsc;
 
 const JSON: &str = "application/json";
@@ -105,12 +105,12 @@ fn no_store(headers: &mut HeaderMap) {
 /// `cacheScope` say; `None`: not to be reused, `no-store`).
 pub(crate) fn json_result(
     id: &RequestId,
-    result: &Value,
+    result: &Finished,
     cache: Option<CachePolicy>,
     request_headers: &HeaderMap,
 ) -> Response {
     let Some(cache) = cache else {
-        let mut response = with_type(StatusCode::OK, JSON, jsonrpc::success(id, result));
+        let mut response = with_type(StatusCode::OK, JSON, jsonrpc::finished(id, result));
         no_store(response.headers_mut());
         return response;
     };
@@ -123,7 +123,7 @@ pub(crate) fn json_result(
     let mut response = if not_modified {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        with_type(StatusCode::OK, JSON, jsonrpc::success(id, result))
+        with_type(StatusCode::OK, JSON, jsonrpc::finished(id, result))
     };
     let headers = response.headers_mut();
     let scope = cache.scope.as_str();
@@ -158,9 +158,9 @@ pub(crate) fn finished(
     }
 }
 
-fn etag(result: &Value) -> String {
+fn etag(result: &Finished) -> String {
     let mut bytes = Vec::new();
-    switchyard_protocol::canonical::write(result, &mut bytes);
+    result.write_fingerprint(&mut bytes);
     let digest = Sha256::digest(&bytes);
     let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
     format!("\"{hex}\"")
@@ -208,7 +208,7 @@ fn sse_response(stream: impl Stream<Item = Result<Bytes, Infallible>> + Send + '
 
 fn final_message(id: &RequestId, execution: Execution) -> Vec<u8> {
     match execution {
-        Execution::Result { result, .. } => jsonrpc::success(id, &result),
+        Execution::Result { result, .. } => jsonrpc::finished(id, &result),
         Execution::Error { error, .. } => jsonrpc::failure(Some(id), &error),
         // A listen stream is never the result of a streamed ordinary request.
         Execution::Listen(_) => jsonrpc::failure(Some(id), &ErrorObject::internal()),
@@ -310,7 +310,8 @@ mod tests {
     fn cache_headers_follow_ttl_and_scope() {
         let id = RequestId::Number(1);
         let headers = HeaderMap::new();
-        let public = json!({"resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "tools": []});
+        let public =
+            Finished::plain(json!({"resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "tools": []}));
         let minute = Some(CachePolicy::new(Duration::from_secs(60), CacheScope::Public));
         let response = json_result(&id, &public, minute, &headers);
         assert_eq!(response.headers()[header::CACHE_CONTROL], "max-age=60, public");
@@ -324,7 +325,7 @@ mod tests {
             StatusCode::NOT_MODIFIED
         );
 
-        let private = json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "private"});
+        let private = Finished::plain(json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}));
         let response =
             json_result(&id, &private, Some(CachePolicy::new(Duration::ZERO, CacheScope::Private)), &headers);
         assert_eq!(response.headers()[header::CACHE_CONTROL], "no-cache, private");

@@ -21,6 +21,7 @@
 pub mod canonical;
 pub mod capabilities;
 pub mod error;
+pub mod finished;
 pub mod headers;
 pub mod jsonrpc;
 pub mod logging;
@@ -31,6 +32,7 @@ pub mod plugin_kind;
 pub mod version;
 
 pub use error::ErrorObject;
+pub use finished::{Finished, ServerStamp};
 pub use jsonrpc::{Incoming, RequestId};
 pub use meta::RequestMeta;
 pub use method::Method;

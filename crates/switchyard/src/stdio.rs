@@ -122,7 +122,7 @@ async fn run(server: &Server, id: RequestId, prepared: switchyard_core::Prepared
     }
     match execution {
         Execution::Result { result, .. } => {
-            let _ = out.send(jsonrpc::success(&id, &result)).await;
+            let _ = out.send(jsonrpc::finished(&id, &result)).await;
         }
         Execution::Error { error, .. } => {
             let _ = out.send(jsonrpc::failure(Some(&id), &error)).await;

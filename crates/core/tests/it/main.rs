@@ -153,6 +153,7 @@ async fn dropping_a_request_cancels_the_plugin() {
 async fn a_call_past_its_deadline_is_a_tool_error() {
     let (server, _) = server(Probe::default(), Duration::from_millis(100)).await;
     let Execution::Result { result, .. } = call(&server, "sleep_long").await else { panic!("a result") };
+    let result = result.into_value();
     assert_eq!(result["isError"], true);
     assert!(result["content"][0]["text"].as_str().unwrap().contains("timed out"));
 }
@@ -161,6 +162,7 @@ async fn a_call_past_its_deadline_is_a_tool_error() {
 async fn output_that_breaks_the_output_schema_is_a_tool_error() {
     let (server, _) = server(Probe::default(), Duration::from_secs(5)).await;
     let Execution::Result { result, .. } = call(&server, "bad_output").await else { panic!("a result") };
+    let result = result.into_value();
     assert_eq!(result["isError"], true);
     assert_eq!(result["content"][0]["text"], "Tool bad_output produced invalid output");
 }

@@ -1,0 +1,190 @@
+//! A result on its way out: the object a method produced and the members the
+//! server adds to every modern result.
+//!
+//! Every modern result ends with `"resultType": "complete"` (unless it says
+//! otherwise) and `_meta` naming the server. Built into each result's map,
+//! they cost a `tools/call` about a tenth of its instructions in allocations,
+//! map inserts, a copy of the server's description and their serialisation
+//! (callgrind). [`ServerStamp`] writes them as text once, and a [`Finished`]
+//! result appends that text when it is serialised.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::meta::{META, SERVER_INFO};
+
+/// The members the server adds to a modern result that lacks them:
+/// `resultType: "complete"` and `_meta` carrying `serverInfo`.
+#[derive(Debug, PartialEq)]
+pub struct ServerStamp {
+    server_info: Value,
+    /// `"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":…}`:
+    /// the members as JSON text, without the braces around them.
+    members: Box<str>,
+}
+
+impl ServerStamp {
+    /// The stamp of a server describing itself as `server_info`.
+    pub fn new(server_info: Value) -> Self {
+        let mut object = Map::new();
+        Self::apply(&server_info, &mut object);
+        let text = Value::Object(object).to_string();
+        let members = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or_default().into();
+        Self { server_info, members }
+    }
+
+    /// The server's description, as `_meta` names it.
+    pub fn server_info(&self) -> &Value {
+        &self.server_info
+    }
+
+    /// Adds the members to `object`: `resultType` unless it has one, and
+    /// `serverInfo` in its `_meta` (made when absent, left alone when not an
+    /// object).
+    fn apply(server_info: &Value, object: &mut Map<String, Value>) {
+        object.entry("resultType").or_insert_with(|| Value::from("complete"));
+        if let Value::Object(meta) = object.entry(META).or_insert_with(|| Value::Object(Map::new())) {
+            meta.insert(SERVER_INFO.into(), server_info.clone());
+        }
+    }
+}
+
+/// A result object ready to send, with the [`ServerStamp`]'s members either
+/// in it or still to be appended when it is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    object: Value,
+    /// Set when `object` is a map that has neither `resultType` nor `_meta`:
+    /// the stamp's members then go at its end as text.
+    stamp: Option<Arc<ServerStamp>>,
+}
+
+impl Finished {
+    /// `object` as it is (a legacy result, or one already complete).
+    pub fn plain(object: Value) -> Self {
+        Self { object, stamp: None }
+    }
+
+    /// `object` with `stamp`'s members. Only an object that has neither
+    /// member defers them to serialisation; any other gets them in its map
+    /// now, as the rules in [`ServerStamp`] say, so both give the same JSON
+    /// (up to the order of members).
+    pub fn stamped(mut object: Value, stamp: &Arc<ServerStamp>) -> Self {
+        let Value::Object(map) = &mut object else { return Self::plain(object) };
+        if map.contains_key("resultType") || map.contains_key(META) {
+            ServerStamp::apply(&stamp.server_info, map);
+            return Self::plain(object);
+        }
+        Self { object, stamp: Some(Arc::clone(stamp)) }
+    }
+
+    /// A member of the object as the method produced it; the stamp's
+    /// members are not among them.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.object.get(key)
+    }
+
+    /// The whole result as one value, the stamp's members included.
+    pub fn into_value(self) -> Value {
+        let mut object = self.object;
+        if let (Some(stamp), Value::Object(map)) = (&self.stamp, &mut object) {
+            ServerStamp::apply(&stamp.server_info, map);
+        }
+        object
+    }
+
+    /// Appends the result's JSON to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        write_value(&self.object, out);
+        if let Some(stamp) = &self.stamp {
+            // The object's text ends with its closing brace: the stamp's
+            // members go before it, after a comma unless the object is `{}`.
+            out.pop();
+            if out.len() - start > 1 {
+                out.push(b',');
+            }
+            out.extend_from_slice(stamp.members.as_bytes());
+            out.push(b'}');
+        }
+    }
+
+    /// Appends text that changes whenever the result does (for an `ETag`):
+    /// the object's canonical JSON, then the stamp's members.
+    pub fn write_fingerprint(&self, out: &mut Vec<u8>) {
+        crate::canonical::write(&self.object, out);
+        if let Some(stamp) = &self.stamp {
+            out.extend_from_slice(stamp.members.as_bytes());
+        }
+    }
+}
+
+/// Writes `value` as JSON. Serialising a `Value` into memory cannot fail:
+/// every map key is a string and writing to a `Vec` has no IO error.
+pub(crate) fn write_value(value: &Value, out: &mut Vec<u8>) {
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.extend_from_slice(b"null");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stamp() -> Arc<ServerStamp> {
+        Arc::new(ServerStamp::new(json!({"name": "switchyard", "version": "1.2.3"})))
+    }
+
+    fn written(result: &Finished) -> Value {
+        let mut out = Vec::new();
+        result.write_json(&mut out);
+        serde_json::from_slice(&out).expect("the written result is JSON")
+    }
+
+    #[test]
+    fn a_deferred_stamp_writes_what_the_map_would_hold() {
+        let info = json!({"name": "switchyard", "version": "1.2.3"});
+        let cases = [
+            json!({"content": [{"type": "text", "text": "hi"}]}),
+            json!({}),
+            json!({"resultType": "input_required", "inputRequests": {}}),
+            json!({"_meta": {"mine": 1, SERVER_INFO: "forged"}}),
+            json!({"_meta": 5}),
+            json!([1, 2]),
+        ];
+        for case in cases {
+            let result = Finished::stamped(case.clone(), &stamp());
+            let mut expected = case.clone();
+            if let Value::Object(map) = &mut expected {
+                ServerStamp::apply(&info, map);
+            }
+            assert_eq!(written(&result), expected, "{case}");
+            assert_eq!(result.clone().into_value(), expected, "{case}");
+        }
+        let deferred = Finished::stamped(json!({"isError": true}), &stamp());
+        assert!(deferred.stamp.is_some(), "an ordinary result defers the stamp");
+        assert_eq!(deferred.get("isError"), Some(&json!(true)));
+    }
+
+    #[test]
+    fn a_plain_result_is_written_as_it_is() {
+        let result = Finished::plain(json!({"content": []}));
+        assert_eq!(written(&result), json!({"content": []}));
+    }
+
+    #[test]
+    fn the_fingerprint_changes_with_the_object_and_the_stamp() {
+        let fingerprint = |result: &Finished| {
+            let mut out = Vec::new();
+            result.write_fingerprint(&mut out);
+            out
+        };
+        let a = Finished::stamped(json!({"tools": []}), &stamp());
+        let other_server = Arc::new(ServerStamp::new(json!({"name": "switchyard", "version": "1.2.4"})));
+        assert_eq!(fingerprint(&a), fingerprint(&Finished::stamped(json!({"tools": []}), &stamp())));
+        assert_ne!(fingerprint(&a), fingerprint(&Finished::stamped(json!({"tools": [1]}), &stamp())));
+        assert_ne!(fingerprint(&a), fingerprint(&Finished::stamped(json!({"tools": []}), &other_server)));
+    }
+}
