@@ -18,18 +18,18 @@ use switchyard_protocol::{ErrorObject, Method, RequestMeta};
 /// A header's value as text, trimmed; `-32020` when it has bytes that are not
 /// visible ASCII.
 fn read<K: AsHeaderName + Copy + std::fmt::Display>(headers: &HeaderMap, name: K) -> Result<Option<&str>, ErrorObject> {
-    text(headers.get(name), name)
+    checked(headers.get(name).map(trimmed), name)
 }
 
-/// [`read`] of a value already looked up.
-fn text(value: Option<&HeaderValue>, name: impl std::fmt::Display) -> Result<Option<&str>, ErrorObject> {
-    match value {
-        None => Ok(None),
-        Some(value) => value
-            .to_str()
-            .map(|v| Some(v.trim_matches(|c| c == ' ' || c == '\t')))
-            .map_err(|_| ErrorObject::header_mismatch(format!("{name} has invalid characters"))),
-    }
+/// A header value as text without the spaces and tabs around it; `Err`
+/// when it has bytes that are not visible ASCII.
+fn trimmed(value: &HeaderValue) -> Result<&str, ()> {
+    value.to_str().map(|v| v.trim_matches(|c| c == ' ' || c == '\t')).map_err(drop)
+}
+
+/// A header [`trimmed`], with the `-32020` of a value that is not text.
+fn checked<'a>(header: Header<'a>, name: impl std::fmt::Display) -> Result<Option<&'a str>, ErrorObject> {
+    header.transpose().map_err(|()| ErrorObject::header_mismatch(format!("{name} has invalid characters")))
 }
 
 // Parsed once: looking a header up by a `&str` name parses the name on every call.
@@ -37,40 +37,44 @@ const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(headers::PROTOCOL_V
 const METHOD: HeaderName = HeaderName::from_static(headers::METHOD);
 const NAME: HeaderName = HeaderName::from_static(headers::NAME);
 
-/// The three standard mirrored headers of a request, looked up once: each
-/// lookup hashes the name, and the endpoint's steps read them six times a
-/// request between them (eight with a rate limiter). Each is checked as text
-/// only where its step reads it, so an invalid value fails at the step it
-/// always did.
+/// The three standard mirrored headers of a request, looked up and read as
+/// text once: each lookup hashes the name and each reading checks every
+/// byte, and the endpoint's steps read them six times a request between them
+/// (eight with a rate limiter). A value that is not text is refused at the
+/// step that reads it, as before.
 pub(crate) struct Mirrored<'a> {
-    version: Option<&'a HeaderValue>,
-    method: Option<&'a HeaderValue>,
-    name: Option<&'a HeaderValue>,
+    version: Header<'a>,
+    method: Header<'a>,
+    name: Header<'a>,
 }
+
+/// One mirrored header: absent, its trimmed text, or (`Err`) a value with
+/// bytes that are not visible ASCII.
+type Header<'a> = Option<Result<&'a str, ()>>;
 
 impl<'a> Mirrored<'a> {
     pub(crate) fn of(headers: &'a HeaderMap) -> Self {
-        Self { version: headers.get(&PROTOCOL_VERSION), method: headers.get(&METHOD), name: headers.get(&NAME) }
+        let read = |name: &HeaderName| headers.get(name).map(trimmed);
+        Self { version: read(&PROTOCOL_VERSION), method: read(&METHOD), name: read(&NAME) }
     }
 
     fn version(&self) -> Result<Option<&'a str>, ErrorObject> {
-        text(self.version, &PROTOCOL_VERSION)
+        checked(self.version, &PROTOCOL_VERSION)
     }
 
     fn method(&self) -> Result<Option<&'a str>, ErrorObject> {
-        text(self.method, &METHOD)
+        checked(self.method, &METHOD)
     }
 
     fn name(&self) -> Result<Option<&'a str>, ErrorObject> {
-        text(self.name, &NAME)
+        checked(self.name, &NAME)
     }
 
     /// `Mcp-Method` and `Mcp-Name` as the rate limit reads them: as sent,
     /// `None` when absent or not text (a `Mcp-Method` that is not text is
     /// refused at step 6).
     pub(crate) fn routing(&self) -> (Option<&'a str>, Option<&'a str>) {
-        let loose = |value: Option<&'a HeaderValue>| value.and_then(|v| v.to_str().ok());
-        (loose(self.method), loose(self.name))
+        (self.method.and_then(Result::ok), self.name.and_then(Result::ok))
     }
 
     /// Whether the headers say the client speaks the modern protocol: a
