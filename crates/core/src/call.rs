@@ -319,12 +319,12 @@ impl Call<'_> {
 /// How a tool call ended, for `switchyard.tool.calls`.
 fn tool_outcome(result: &Result<Value, Error>) -> ToolOutcome {
     match result {
-        Ok(result) if result.get("resultType").and_then(Value::as_str) == Some("task") => ToolOutcome::Task,
-        Ok(result) if result.get("resultType").and_then(Value::as_str) == Some("input_required") => {
-            ToolOutcome::InputRequired
-        }
-        Ok(result) if result.get("isError").and_then(Value::as_bool) == Some(true) => ToolOutcome::ToolError,
-        Ok(_) => ToolOutcome::Ok,
+        Ok(result) => match result.get("resultType").and_then(Value::as_str) {
+            Some("task") => ToolOutcome::Task,
+            Some("input_required") => ToolOutcome::InputRequired,
+            _ if result.get("isError").and_then(Value::as_bool) == Some(true) => ToolOutcome::ToolError,
+            _ => ToolOutcome::Ok,
+        },
         Err(Error::Timeout { .. }) => ToolOutcome::Timeout,
         Err(Error::Plugin { source: PluginError::Tool(_), .. }) => ToolOutcome::ToolError,
         Err(_) => ToolOutcome::PluginError,
