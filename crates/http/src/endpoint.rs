@@ -51,8 +51,8 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
             let counted = match method {
                 None => None,
                 Some(method) => {
-                    let name = name.and_then(|raw| switchyard_protocol::headers::decode_value(raw.trim()).ok());
-                    let target = state.server.limit_target(method.trim(), name.as_deref());
+                    let name = name.and_then(|raw| switchyard_protocol::headers::decode_value(raw).ok());
+                    let target = state.server.limit_target(method, name.as_deref());
                     if let Err(refused) = limit(limiter.as_ref(), &principal, target).await {
                         return refused;
                     }

@@ -70,7 +70,7 @@ impl<'a> Mirrored<'a> {
         checked(self.name, &NAME)
     }
 
-    /// `Mcp-Method` and `Mcp-Name` as the rate limit reads them: as sent,
+    /// `Mcp-Method` and `Mcp-Name` as the rate limit reads them: trimmed,
     /// `None` when absent or not text (a `Mcp-Method` that is not text is
     /// refused at step 6).
     pub(crate) fn routing(&self) -> (Option<&'a str>, Option<&'a str>) {

@@ -160,7 +160,7 @@ pub(crate) fn finished(
 
 fn etag(result: &Finished) -> String {
     let mut bytes = Vec::new();
-    result.write_fingerprint(&mut bytes);
+    result.write_canonical(&mut bytes);
     let digest = Sha256::digest(&bytes);
     let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
     format!("\"{hex}\"")
