@@ -20,8 +20,8 @@ use crate::meta::{META, SERVER_INFO};
 #[derive(Debug, PartialEq)]
 pub struct ServerStamp {
     server_info: Value,
-    /// `"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":…}`:
-    /// the members as JSON text, without the braces around them.
+    /// `"_meta":{"io.modelcontextprotocol/serverInfo":…},"resultType":"complete"`:
+    /// the members as JSON text (in a map's order), without the braces around them.
     members: Box<str>,
 }
 
