@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Writes the release binary's link order: the functions a server runs when it
+# starts, idles and serves, one mangled name a line (#18's idle-memory row).
+#
+#   loadtest/symbol-order.sh target/release/switchyard crates/switchyard/symbol-order.txt
+#
+# Why: the kernel keeps resident the pages of code a process has run, and maps
+# 64 KiB around each page it faults in. Left in the order the compiler wrote
+# them, the few thousand functions a server runs are spread over the whole
+# 28 MB text segment, and an idle server held 11 to 13 MiB of code for about 2
+# MiB of functions run. The switchyard crate's build script hands this list to
+# the linker (lld's `--symbol-ordering-file`), which places these functions
+# first and together. A name the build no longer has is skipped by the linker,
+# so a stale list costs memory, never correctness; rerun this after changing
+# dependencies or the toolchain, and `loadtest memory` shows whether it paid.
+#
+# Runs the binary under callgrind (valgrind, python3) with names left mangled:
+# start, a mix of requests on every method and both answers (JSON, SSE), a
+# listen stream opened and closed, a request from a 2025-11-25 client, errors,
+# then a few seconds idle. Every function with a cost in the binary's own
+# object is listed, the most run first, so that the request path is densest.
+# That is a server as a newcomer starts it (SQLite, no Redis). With
+# PG_ADMIN_URL (a PostgreSQL database to create a scratch database from) and
+# REDIS_URL set, a second pass runs the same against PostgreSQL and Redis, as
+# a cluster's replicas do, and the functions only it ran follow the first
+# pass's, so that the default server's stay densest.
+#
+#   PG_ADMIN_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379 \
+#     loadtest/symbol-order.sh target/release/switchyard crates/switchyard/symbol-order.txt
+set -euo pipefail
+binary=$(realpath "$1")
+out=$2
+work=$(mktemp -d)
+server=
+scratch_db=switchyard_symbol_order_$$
+cleanup() {
+  [[ -n $server ]] && kill "$server" 2>/dev/null || true
+  [[ -n ${PG_ADMIN_URL:-} ]] && psql -q "$PG_ADMIN_URL" -c "DROP DATABASE IF EXISTS $scratch_db" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cat >"$work/workload.py" <<'EOF'
+import http.client, json, subprocess, sys, time
+port, pid = int(sys.argv[1]), sys.argv[2]
+V = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
+for _ in range(1200):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        c.request("GET", "/readyz"); r = c.getresponse(); r.read()
+        if r.status == 200: break
+    except OSError: pass
+    time.sleep(0.1)
+else:
+    sys.exit("the server did not become ready")
+
+def post(method, params=None, name=None, sse=False, version=V, raw=None):
+    params = dict(params or {})
+    if version == V:
+        params["_meta"] = META
+    body = raw if raw is not None else json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    headers = {"content-type": "application/json",
+               "accept": "text/event-stream, application/json" if sse else "application/json, text/event-stream",
+               "mcp-protocol-version": version, "mcp-method": method}
+    if name is not None:
+        headers["mcp-name"] = name
+    c.request("POST", "/mcp", body, headers); r = c.getresponse(); answer = r.read()
+    return r.status, answer
+
+def result(method, params=None):
+    status, answer = post(method, params)
+    return json.loads(answer).get("result", {})
+
+for _ in range(3):
+    for path in ("/healthz", "/readyz", "/metrics"):
+        c.request("GET", path); c.getresponse().read()
+    post("server/discover"); post("ping")
+    tools = result("tools/list").get("tools", [])
+    resources = result("resources/list").get("resources", [])
+    result("resources/templates/list")
+    prompts = result("prompts/list").get("prompts", [])
+    for sse in (False, True):
+        for _ in range(100):
+            post("tools/call", {"name": "echo", "arguments": {"text": "hello"}}, name="echo", sse=sse)
+    for tool in tools:
+        post("tools/call", {"name": tool["name"], "arguments": {}}, name=tool["name"])
+    for resource in resources:
+        post("resources/read", {"uri": resource["uri"]}, name=resource["uri"])
+    for prompt in prompts:
+        post("prompts/get", {"name": prompt["name"], "arguments": {}}, name=prompt["name"])
+    post("completion/complete", {"ref": {"type": "ref/prompt", "name": "x"}, "argument": {"name": "a", "value": ""}})
+    # Errors: a bad header, an unknown method, a body that is not JSON.
+    post("tools/call", {"name": "echo", "arguments": {"text": "x"}}, name="other")
+    post("no/such")
+    post("ping", raw="{not json")
+    # A client of the previous revision: initialize, then a call.
+    post("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "order", "version": "1"}}, version="2025-11-25")
+    post("tools/list", version="2025-11-25")
+    # A listen stream: acknowledged, then closed by the client.
+    s = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    s.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+        "params": {"_meta": META, "notifications": {"toolsListChanged": True}}}),
+        {"content-type": "application/json", "accept": "application/json, text/event-stream",
+         "mcp-protocol-version": V, "mcp-method": "subscriptions/listen"})
+    r = s.getresponse(); r.fp.readline(); s.close()
+time.sleep(5)  # idle: the timers and background tasks of a server with nothing to do
+subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
+EOF
+
+# profile PASS [ENV=VALUE...]: one run under callgrind, its dump in $work/PASS.out.*
+profile() {
+  local pass=$1 port
+  shift
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  env "$@" valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$pass.out" \
+    "$binary" serve --bind "127.0.0.1:$port" >"$work/$pass.log" 2>&1 &
+  server=$!
+  python3 "$work/workload.py" "$port" "$server"
+  for _ in $(seq 300); do
+    ls "$work/$pass".out.* >/dev/null 2>&1 && grep -q '^totals:' "$work/$pass".out.* && break
+    sleep 0.1
+  done
+  kill "$server"; wait "$server" 2>/dev/null || true
+  server=
+}
+
+profile default SWITCHYARD_DATABASE_URL="sqlite://$work/registry.db"
+passes=default
+if [[ -n ${PG_ADMIN_URL:-} && -n ${REDIS_URL:-} ]]; then
+  psql -q "$PG_ADMIN_URL" -c "CREATE DATABASE $scratch_db" >/dev/null
+  profile services SWITCHYARD_DATABASE_URL="${PG_ADMIN_URL%/*}/$scratch_db" SWITCHYARD_REDIS_URL="$REDIS_URL" \
+    SWITCHYARD_STATE__KEYS="k1:$(head -c 32 /dev/urandom | base64)"
+  passes="default services"
+fi
+
+python3 - "$binary" "$work" "$out" $passes <<'EOF'
+import collections, glob, re, sys
+binary, work, out, passes = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+
+def self_cost(pass_name):
+    """Instructions each of the binary's functions ran itself in one pass.
+
+    Names are compressed: "(id) name" the first time, "(id)" after; `cob=`
+    and `cfn=` name callees in the same two tables. A cost line counts for
+    the current function, except the one after `calls=`, which is the
+    callee's inclusive cost."""
+    names, cost = {}, collections.Counter()
+    for dump in glob.glob(f"{work}/{pass_name}.out*"):
+        obs, ob, fn, after_call = {}, None, None, False
+        for line in open(dump, errors="replace"):
+            m = re.match(r"(c?)(ob|fn)=\((\d+)\)(?: (.*))?", line.strip())
+            if m:
+                callee, kind, key, name = m.groups()
+                table = obs if kind == "ob" else names
+                if name:
+                    table[key] = name
+                if callee:
+                    continue
+                if kind == "ob":
+                    ob = obs.get(key)
+                else:
+                    fn = names.get(key) if ob == binary else None
+            elif line.startswith("calls="):
+                after_call = True
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                parts = line.split()
+                if fn and not after_call and len(parts) >= 2 and parts[1].isdigit():
+                    cost[fn] += int(parts[1])
+                after_call = False
+    return cost
+
+# Each pass's functions, the most run first, after those of the passes before
+# it. Addresses without a symbol ("0x...") cannot be ordered; callgrind names
+# a function's recursive entries `name'2`.
+ordered = {}
+for pass_name in passes:
+    for name, _ in self_cost(pass_name).most_common():
+        if not name.startswith("0x") and " " not in name:
+            ordered.setdefault(re.sub(r"'\d+$", "", name), pass_name)
+with open(out, "w") as f:
+    f.write("".join(name + "\n" for name in ordered))
+counts = collections.Counter(ordered.values())
+print(f"{len(ordered)} functions written to {out}:", ", ".join(f"{counts[p]} from {p}" for p in passes))
+EOF
