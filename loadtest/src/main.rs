@@ -393,6 +393,10 @@ async fn cold_start(binary: &std::path::Path, starts: usize) -> anyhow::Result<(
     Ok(())
 }
 
+/// #18's ceiling for an idle server's resident memory, started as a newcomer
+/// starts it (`switchyard serve`, no environment): 12 MiB.
+const IDLE_TARGET_KIB: u64 = 12 * 1024;
+
 /// Resident memory idle, at the peak of a `tools/call` load, and after it.
 async fn memory(binary: &std::path::Path, requests: usize, concurrency: usize) -> anyhow::Result<()> {
     let server = start_switchyard(binary).await?;
@@ -412,6 +416,8 @@ async fn memory(binary: &std::path::Path, requests: usize, concurrency: usize) -
     println!("| idle | peak under load | after the load |");
     println!("|---|---|---|");
     println!("| {} | {} | {} |", mib(idle), mib(peak), mib(after));
+    let met = if idle <= IDLE_TARGET_KIB { "met" } else { "not met" };
+    println!("\nidle: {} (#18's target <= {}: {met})", mib(idle), mib(IDLE_TARGET_KIB));
     Ok(())
 }
 
