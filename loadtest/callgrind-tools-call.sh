@@ -23,24 +23,18 @@ SWITCHYARD_DATABASE_URL="sqlite://$work/registry.db" \
   "$binary" serve --bind "127.0.0.1:$port" >"$work/server.log" 2>&1 &
 server=$!
 
-python3 - "$port" "$requests" "$server" "$work" <<'EOF'
-import http.client, json, subprocess, sys, time, glob
+python3 - "$port" "$requests" "$server" "$work" "$(dirname "$(realpath "$0")")" <<'EOF'
+import json, subprocess, sys, time, glob
 port, requests, pid, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sys.path.insert(0, sys.argv[5])
+from ready import connect_when_ready
 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
     "name": "echo", "arguments": {"text": "hello"},
     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
               "io.modelcontextprotocol/clientCapabilities": {}}}})
 headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
            "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
-for _ in range(600):
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        c.request("GET", "/readyz"); r = c.getresponse(); r.read()
-        if r.status == 200: break
-    except OSError: pass
-    time.sleep(0.1)
-else:
-    sys.exit("the server did not become ready")
+c = connect_when_ready(port)
 def call(n):
     for _ in range(n):
         c.request("POST", "/mcp", body, headers); r = c.getresponse(); answer = r.read()

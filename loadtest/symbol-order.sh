@@ -23,37 +23,38 @@
 # PG_ADMIN_URL (a PostgreSQL database to create a scratch database from) and
 # REDIS_URL set, a second pass runs the same against PostgreSQL and Redis, as
 # a cluster's replicas do, and the functions only it ran follow the first
-# pass's, so that the default server's stay densest.
+# pass's, so that the default server's stay densest. With WASM_MODULE set (the
+# units example: `cargo build --profile wasm-guest --target wasm32-wasip1 -p
+# switchyard-example-units`), a last pass registers it and an upstream server
+# through the admin API and calls both (wasmtime's compiler and runtime, the
+# upstream client), and its functions come last.
 #
 #   PG_ADMIN_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379 \
+#     WASM_MODULE=target/wasm32-wasip1/wasm-guest/switchyard_example_units.wasm \
 #     loadtest/symbol-order.sh target/release/switchyard crates/switchyard/symbol-order.txt
 set -euo pipefail
 binary=$(realpath "$1")
 out=$2
 work=$(mktemp -d)
 server=
+upstream=
 scratch_db=switchyard_symbol_order_$$
 cleanup() {
   [[ -n $server ]] && kill "$server" 2>/dev/null || true
+  [[ -n $upstream ]] && kill "$upstream" 2>/dev/null || true
   [[ -n ${PG_ADMIN_URL:-} ]] && psql -q "$PG_ADMIN_URL" -c "DROP DATABASE IF EXISTS $scratch_db" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 cat >"$work/workload.py" <<'EOF'
-import http.client, json, subprocess, sys, time
+import http.client, json, os, subprocess, sys, time
+sys.path.insert(0, os.environ["LOADTEST_DIR"])
+from ready import connect_when_ready
 port, pid = int(sys.argv[1]), sys.argv[2]
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
-for _ in range(1200):
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        c.request("GET", "/readyz"); r = c.getresponse(); r.read()
-        if r.status == 200: break
-    except OSError: pass
-    time.sleep(0.1)
-else:
-    sys.exit("the server did not become ready")
+c = connect_when_ready(port, tries=1200, timeout=120)
 
 def post(method, params=None, name=None, sse=False, version=V, raw=None):
     params = dict(params or {})
@@ -72,6 +73,27 @@ def result(method, params=None):
     status, answer = post(method, params)
     return json.loads(answer).get("result", {})
 
+# The plugins pass: a WASM module and an upstream server, registered through
+# the admin API, then called like the built-in tools.
+if len(sys.argv) > 3:
+    wasm, upstream = sys.argv[3], sys.argv[4]
+    c.request("POST", "/admin/v1/artifacts", open(wasm, "rb").read(), {"content-type": "application/wasm"})
+    r = c.getresponse(); uploaded = json.loads(r.read())
+    assert r.status < 300, uploaded
+    for plugin in ({"namespace": "units", "kind": "wasm", "spec": {"artifact": uploaded["sha256"]}},
+                   {"namespace": "up", "kind": "upstream", "spec": {"url": upstream}}):
+        c.request("POST", "/admin/v1/plugins", json.dumps(plugin), {"content-type": "application/json"})
+        r = c.getresponse(); answer = r.read()
+        assert r.status < 300, answer
+    for _ in range(600):
+        names = {tool["name"] for tool in result("tools/list").get("tools", [])}
+        if {"units_convert", "up_echo"} <= names: break
+        time.sleep(0.1)
+    else:
+        sys.exit("the plugins' tools did not appear")
+ARGUMENTS = {"echo": {"text": "hello"}, "up_echo": {"text": "hello"},
+             "units_convert": {"value": 1, "from": "mi", "to": "km"}}
+
 for _ in range(3):
     for path in ("/healthz", "/readyz", "/metrics"):
         c.request("GET", path); c.getresponse().read()
@@ -85,6 +107,9 @@ for _ in range(3):
             post("tools/call", {"name": "echo", "arguments": {"text": "hello"}}, name="echo", sse=sse)
     for tool in tools:
         post("tools/call", {"name": tool["name"], "arguments": {}}, name=tool["name"])
+        if tool["name"] in ARGUMENTS and tool["name"] != "echo":
+            for _ in range(20):
+                post("tools/call", {"name": tool["name"], "arguments": ARGUMENTS[tool["name"]]}, name=tool["name"])
     for resource in resources:
         post("resources/read", {"uri": resource["uri"]}, name=resource["uri"])
     for prompt in prompts:
@@ -109,7 +134,9 @@ time.sleep(5)  # idle: the timers and background tasks of a server with nothing 
 subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
 EOF
 
-# profile PASS [ENV=VALUE...]: one run under callgrind, its dump in $work/PASS.out.*
+# profile PASS [ENV=VALUE...]: one run under callgrind, its dump in
+# $work/PASS.out.*; the workload is also given "${workload_args[@]}".
+workload_args=()
 profile() {
   local pass=$1 port
   shift
@@ -117,7 +144,7 @@ profile() {
   env "$@" valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$pass.out" \
     "$binary" serve --bind "127.0.0.1:$port" >"$work/$pass.log" 2>&1 &
   server=$!
-  python3 "$work/workload.py" "$port" "$server"
+  LOADTEST_DIR=$(dirname "$(realpath "$0")") python3 "$work/workload.py" "$port" "$server" "${workload_args[@]}"
   for _ in $(seq 300); do
     ls "$work/$pass".out.* >/dev/null 2>&1 && grep -q '^totals:' "$work/$pass".out.* && break
     sleep 0.1
@@ -133,6 +160,18 @@ if [[ -n ${PG_ADMIN_URL:-} && -n ${REDIS_URL:-} ]]; then
   profile services SWITCHYARD_DATABASE_URL="${PG_ADMIN_URL%/*}/$scratch_db" SWITCHYARD_REDIS_URL="$REDIS_URL" \
     SWITCHYARD_STATE__KEYS="k1:$(head -c 32 /dev/urandom | base64)"
   passes="default services"
+fi
+if [[ -n ${WASM_MODULE:-} ]]; then
+  upstream_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  SWITCHYARD_DATABASE_URL="sqlite://$work/upstream.db" "$binary" serve --bind "127.0.0.1:$upstream_port" \
+    >"$work/upstream.log" 2>&1 &
+  upstream=$!
+  workload_args=("$(realpath "$WASM_MODULE")" "http://127.0.0.1:$upstream_port/mcp")
+  # The upstream is on loopback, which the outbound policy refuses unless granted.
+  profile plugins SWITCHYARD_DATABASE_URL="sqlite://$work/plugins.db" SWITCHYARD_UPSTREAM__ALLOWED_RANGES=127.0.0.0/8
+  kill "$upstream"
+  upstream=
+  passes="$passes plugins"
 fi
 
 python3 - "$binary" "$work" "$out" $passes <<'EOF'
