@@ -7,15 +7,24 @@
 # Why: the kernel keeps resident the pages of code a process has run, and maps
 # 64 KiB around each page it faults in. Left in the order the compiler wrote
 # them, the few thousand functions a server runs are spread over the whole
-# 28 MB text segment, and an idle server held 11 to 13 MiB of code for about 2
+# 28 MB text segment, and an idle server held 13.8 MiB of code for about 3.7
 # MiB of functions run. The switchyard crate's build script hands this list to
 # the linker (lld's `--symbol-ordering-file`), which places these functions
 # first and together. A name the build no longer has is skipped by the linker,
 # so a stale list costs memory, never correctness; rerun this after changing
 # dependencies or the toolchain, and `loadtest memory` shows whether it paid.
+# Build the binary as the image does (`cargo build --release -p switchyard`):
+# the names carry a hash of the compiler and of each crate's features.
+#
+#   loadtest/symbol-order.sh --check target/release/switchyard
+#
+# prints how many of the listed names the binary has (a list that matches its
+# build has them all). The list's first line, a comment to the linker, names
+# the compiler the binary was built with; the build warns when its own differs.
 #
 # Runs the binary under callgrind (valgrind, python3) with names left mangled:
-# start, a mix of requests on every method and both answers (JSON, SSE), a
+# start, requests of every list, read, get and call method, completion, ping
+# and discovery, with both answers (JSON, SSE), over HTTP/1.1 (not h2c), a
 # listen stream opened and closed, a request from a 2025-11-25 client, errors,
 # then a few seconds idle. Every function with a cost in the binary's own
 # object is listed, the most run first, so that the request path is densest.
@@ -33,6 +42,19 @@
 #     WASM_MODULE=target/wasm32-wasip1/wasm-guest/switchyard_example_units.wasm \
 #     loadtest/symbol-order.sh target/release/switchyard crates/switchyard/symbol-order.txt
 set -euo pipefail
+here=$(dirname "$(realpath "$0")")
+if [[ $1 == --check ]]; then
+  python3 - "$(realpath "$2")" "$here/../crates/switchyard/symbol-order.txt" <<'EOF'
+import subprocess, sys
+binary, order = sys.argv[1:]
+table = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
+present = {line.split()[-1] for line in table.splitlines() if line.strip()}
+names = [n for n in open(order).read().splitlines() if n and not n.startswith("#")]
+found = sum(n in present for n in names)
+print(f"{found} of the {len(names)} listed functions are in {binary} ({found / len(names):.1%})")
+EOF
+  exit
+fi
 binary=$(realpath "$1")
 out=$2
 work=$(mktemp -d)
@@ -40,9 +62,9 @@ server=
 upstream=
 scratch_db=switchyard_symbol_order_$$
 cleanup() {
-  [[ -n $server ]] && kill "$server" 2>/dev/null || true
-  [[ -n $upstream ]] && kill "$upstream" 2>/dev/null || true
-  [[ -n ${PG_ADMIN_URL:-} ]] && psql -q "$PG_ADMIN_URL" -c "DROP DATABASE IF EXISTS $scratch_db" >/dev/null 2>&1 || true
+  [[ -n $server ]] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; } || true
+  [[ -n $upstream ]] && { kill "$upstream" 2>/dev/null; wait "$upstream" 2>/dev/null; } || true
+  [[ -n ${PG_ADMIN_URL:-} ]] && psql -q "$PG_ADMIN_URL" -c "DROP DATABASE IF EXISTS $scratch_db WITH (FORCE)" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -141,10 +163,13 @@ profile() {
   local pass=$1 port
   shift
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  env "$@" valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$pass.out" \
+  # The parser below reads callgrind's default output: no options from the
+  # environment (`--dump-instr`, `--separate-callers` would change it).
+  env VALGRIND_OPTS= "$@" valgrind --tool=callgrind --demangle=no --dump-instr=no --dump-line=yes \
+    --separate-callers=0 --collect-jumps=no --callgrind-out-file="$work/$pass.out" \
     "$binary" serve --bind "127.0.0.1:$port" >"$work/$pass.log" 2>&1 &
   server=$!
-  LOADTEST_DIR=$(dirname "$(realpath "$0")") python3 "$work/workload.py" "$port" "$server" "${workload_args[@]}"
+  LOADTEST_DIR=$here python3 "$work/workload.py" "$port" "$server" ${workload_args[@]+"${workload_args[@]}"}
   for _ in $(seq 300); do
     ls "$work/$pass".out.* >/dev/null 2>&1 && grep -q '^totals:' "$work/$pass".out.* && break
     sleep 0.1
@@ -175,7 +200,7 @@ if [[ -n ${WASM_MODULE:-} ]]; then
 fi
 
 python3 - "$binary" "$work" "$out" $passes <<'EOF'
-import collections, glob, re, sys
+import collections, glob, re, subprocess, sys
 binary, work, out, passes = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 
 def self_cost(pass_name):
@@ -218,7 +243,12 @@ for pass_name in passes:
     for name, _ in self_cost(pass_name).most_common():
         if not name.startswith("0x") and " " not in name:
             ordered.setdefault(re.sub(r"'\d+$", "", name), pass_name)
+# The first line names the compiler the binary was built with, as `rustc -V`
+# does; the build script compares it with its own.
+comment = subprocess.run(["readelf", "-p", ".comment", binary], capture_output=True, text=True).stdout
+built_with = re.search(r"rustc version (\S+ \([^)]*\))", comment)
 with open(out, "w") as f:
+    f.write(f"# rustc {built_with.group(1) if built_with else 'unknown'}\n")
     f.write("".join(name + "\n" for name in ordered))
 counts = collections.Counter(ordered.values())
 print(f"{len(ordered)} functions written to {out}:", ", ".join(f"{counts[p]} from {p}" for p in passes))

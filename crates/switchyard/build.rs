@@ -11,32 +11,86 @@
 //! With a C library that reads them (glibc 2.36 and later), the relocations
 //! a position-independent binary needs at start are also written packed
 //! (`-z pack-relative-relocs`): 1 MiB of relocation table, read once by the
-//! loader at start and then kept resident, becomes a few KiB.
+//! loader at start and then kept resident, becomes a few KiB. The binary then
+//! needs glibc 2.36 where it runs (without: 2.34), as the build machine has.
 //!
-//! Only where the linker is known to be LLD, which is Rust's default for
-//! x86_64 Linux since 1.90: release builds for `x86_64-unknown-linux-gnu`
-//! without a linker of the builder's own choosing (GNU ld has no
-//! `--symbol-ordering-file`).
+//! Only where the linker is known to be LLD: release builds for
+//! `x86_64-unknown-linux-gnu` with a toolchain that ships it (rustup's, since
+//! 1.90, links that target with its own LLD; a distribution's rustc may use
+//! GNU ld, which has no `--symbol-ordering-file`) and without a linker of the
+//! builder's own choosing. `SWITCHYARD_LINK_LAYOUT=off` turns both off, for a
+//! binary that must start on an older glibc.
+//!
+//! The list's first line names the compiler it was written with. Symbol names
+//! carry a hash that changes with the compiler, so a list from another one
+//! matches little: the build says so in a warning.
 
 use std::env;
+use std::path::PathBuf;
 use std::process::Command;
+
+const ORDER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/symbol-order.txt");
 
 fn main() {
     println!("cargo:rerun-if-changed=symbol-order.txt");
-    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+    println!("cargo:rerun-if-env-changed=SWITCHYARD_LINK_LAYOUT");
     let release = env::var("PROFILE").is_ok_and(|p| p == "release");
-    let default_lld = env::var("TARGET").is_ok_and(|t| t == "x86_64-unknown-linux-gnu");
-    let own_linker = env::var_os("RUSTC_LINKER").is_some()
-        || env::var("CARGO_ENCODED_RUSTFLAGS").is_ok_and(|flags| {
-            ["linker", "fuse-ld", "link-self-contained"].iter().any(|chosen| flags.contains(chosen))
-        });
-    if release && default_lld && !own_linker {
-        let order = concat!(env!("CARGO_MANIFEST_DIR"), "/symbol-order.txt");
-        println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={order}");
-        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
-        if glibc_reads_packed_relocations() {
-            println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
-        }
+    let target = env::var("TARGET").unwrap_or_default();
+    let wanted = env::var("SWITCHYARD_LINK_LAYOUT").map_or(true, |v| v != "off");
+    if !(release && wanted && target == "x86_64-unknown-linux-gnu" && !own_linker() && ships_lld(&target)) {
+        return;
+    }
+    warn_if_written_by_another_compiler();
+    // `-Xlinker` pairs, not `-Wl,`: that splits its argument at commas, and
+    // a checkout's path may have one.
+    let mut link_args = vec![format!("--symbol-ordering-file={ORDER}"), "--no-warn-symbol-ordering".into()];
+    if glibc_reads_packed_relocations() {
+        link_args.extend(["-z".into(), "pack-relative-relocs".into()]);
+    }
+    for arg in link_args {
+        println!("cargo:rustc-link-arg-bins=-Xlinker");
+        println!("cargo:rustc-link-arg-bins={arg}");
+    }
+}
+
+/// Whether the builder chose the linker: `target.*.linker` in cargo's
+/// configuration, or a rustflag that names one.
+fn own_linker() -> bool {
+    let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    env::var_os("RUSTC_LINKER").is_some()
+        || flags.split('\x1f').any(|flag| {
+            let flag = flag.trim_start_matches("-C").trim_start_matches("link-arg=").trim_start_matches("-Wl,");
+            ["linker=", "linker-flavor=", "link-self-contained=", "-fuse-ld=", "--ld-path=", "-B"]
+                .iter()
+                .any(|chosen| flag.starts_with(chosen))
+        })
+}
+
+/// Whether this compiler ships its own LLD for `target` (rustup's does,
+/// under `lib/rustlib/<target>/bin/gcc-ld`, and links with it).
+fn ships_lld(target: &str) -> bool {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let Ok(output) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
+        return false;
+    };
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    sysroot.join("lib/rustlib").join(target).join("bin/gcc-ld/ld.lld").is_file()
+}
+
+/// A `cargo:warning` when the list's first line (`# rustc …`, which LLD reads
+/// as a comment) names another compiler than this build's.
+fn warn_if_written_by_another_compiler() {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let ours = Command::new(rustc).arg("-V").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let list = std::fs::read_to_string(ORDER).unwrap_or_default();
+    let theirs = list.lines().next().and_then(|line| line.strip_prefix("# ")).unwrap_or("an unnamed compiler");
+    if let Ok(ours) = ours
+        && ours != theirs
+    {
+        println!(
+            "cargo:warning=symbol-order.txt was written with {theirs}, this build uses {ours}: \
+             an idle server may hold about twice the memory; rerun loadtest/symbol-order.sh"
+        );
     }
 }
 
