@@ -7,20 +7,7 @@ use serde_json::Value;
 /// Writes `value` canonically into `out`.
 pub fn write(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push(b'{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_scalar(&Value::String(key.clone()), out);
-                out.push(b':');
-                write(&map[key], out);
-            }
-            out.push(b'}');
-        }
+        Value::Object(map) => write_members(map, out),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
@@ -33,6 +20,26 @@ pub fn write(value: &Value, out: &mut Vec<u8>) {
         }
         scalar => write_scalar(scalar, out),
     }
+}
+
+/// Writes `members` canonically as one object: keys sorted. The keys must
+/// be distinct (members of one map, or of maps with no key in common).
+pub fn write_members<'a>(members: impl IntoIterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    let mut members: Vec<(&String, &Value)> = members.into_iter().collect();
+    members.sort_unstable_by_key(|(key, _)| *key);
+    out.push(b'{');
+    for (i, (key, value)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // A string always serialises.
+        if let Ok(bytes) = serde_json::to_vec(key) {
+            out.extend_from_slice(&bytes);
+        }
+        out.push(b':');
+        write(value, out);
+    }
+    out.push(b'}');
 }
 
 fn write_scalar(value: &Value, out: &mut Vec<u8>) {

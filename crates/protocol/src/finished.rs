@@ -19,25 +19,26 @@ use crate::meta::{META, SERVER_INFO};
 /// `resultType: "complete"` and `_meta` carrying `serverInfo`.
 #[derive(Debug, PartialEq)]
 pub struct ServerStamp {
-    server_info: Value,
+    /// `_meta` with `serverInfo`, and `resultType: "complete"`.
+    members: Map<String, Value>,
     /// `"_meta":{"io.modelcontextprotocol/serverInfo":…},"resultType":"complete"`:
-    /// the members as JSON text (in a map's order), without the braces around them.
-    members: Box<str>,
+    /// the members as JSON text (in the map's order), without the braces around them.
+    text: Box<str>,
 }
 
 impl ServerStamp {
     /// The stamp of a server describing itself as `server_info`.
     pub fn new(server_info: Value) -> Self {
-        let mut object = Map::new();
-        Self::apply(&server_info, &mut object);
-        let text = Value::Object(object).to_string();
-        let members = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or_default().into();
-        Self { server_info, members }
+        let mut members = Map::new();
+        Self::apply(&server_info, &mut members);
+        let text = serde_json::to_string(&members).unwrap_or_default();
+        let text = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or_default().into();
+        Self { members, text }
     }
 
     /// The server's description, as `_meta` names it.
     pub fn server_info(&self) -> &Value {
-        &self.server_info
+        &self.members[META][SERVER_INFO]
     }
 
     /// Adds the members to `object`: `resultType` unless it has one, and
@@ -74,7 +75,7 @@ impl Finished {
     pub fn stamped(mut object: Value, stamp: &Arc<ServerStamp>) -> Self {
         let Value::Object(map) = &mut object else { return Self::plain(object) };
         if map.contains_key("resultType") || map.contains_key(META) {
-            ServerStamp::apply(&stamp.server_info, map);
+            ServerStamp::apply(stamp.server_info(), map);
             return Self::plain(object);
         }
         Self { object, stamp: Some(Arc::clone(stamp)) }
@@ -90,7 +91,7 @@ impl Finished {
     pub fn into_value(self) -> Value {
         let mut object = self.object;
         if let (Some(stamp), Value::Object(map)) = (&self.stamp, &mut object) {
-            ServerStamp::apply(&stamp.server_info, map);
+            ServerStamp::apply(stamp.server_info(), map);
         }
         object
     }
@@ -106,7 +107,7 @@ impl Finished {
             if out.len() - start > 1 {
                 out.push(b',');
             }
-            out.extend_from_slice(stamp.members.as_bytes());
+            out.extend_from_slice(stamp.text.as_bytes());
             out.push(b'}');
         }
     }
@@ -114,11 +115,11 @@ impl Finished {
     /// Appends the whole result's canonical JSON (for an `ETag`: the same
     /// for the same result, whichever way it holds the stamp's members).
     pub fn write_canonical(&self, out: &mut Vec<u8>) {
-        match &self.stamp {
-            None => crate::canonical::write(&self.object, out),
-            // Only cacheable results need this (reads with a `ttlMs`); a
-            // copy keeps their tags what they were before the stamp.
-            Some(_) => crate::canonical::write(&self.clone().into_value(), out),
+        match (&self.stamp, &self.object) {
+            // The object has neither of the stamp's members: the two maps
+            // are written as one, without copying the result.
+            (Some(stamp), Value::Object(map)) => crate::canonical::write_members(map.iter().chain(&stamp.members), out),
+            _ => crate::canonical::write(&self.object, out),
         }
     }
 }
