@@ -69,22 +69,17 @@ fn own_linker() -> bool {
 /// Whether this compiler ships its own LLD for `target` (rustup's does,
 /// under `lib/rustlib/<target>/bin/gcc-ld`, and links with it).
 fn ships_lld(target: &str) -> bool {
-    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let Ok(output) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
-        return false;
-    };
-    let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    sysroot.join("lib/rustlib").join(target).join("bin/gcc-ld/ld.lld").is_file()
+    rustc(&["--print", "sysroot"]).is_some_and(|sysroot| {
+        PathBuf::from(sysroot).join("lib/rustlib").join(target).join("bin/gcc-ld/ld.lld").is_file()
+    })
 }
 
 /// A `cargo:warning` when the list's first line (`# rustc …`, which LLD reads
 /// as a comment) names another compiler than this build's.
 fn warn_if_written_by_another_compiler() {
-    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let ours = Command::new(rustc).arg("-V").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
     let list = std::fs::read_to_string(ORDER).unwrap_or_default();
     let theirs = list.lines().next().and_then(|line| line.strip_prefix("# ")).unwrap_or("an unnamed compiler");
-    if let Ok(ours) = ours
+    if let Some(ours) = rustc(&["-V"])
         && ours != theirs
     {
         println!(
@@ -102,13 +97,23 @@ fn glibc_reads_packed_relocations() -> bool {
     if env::var("HOST").ok() != env::var("TARGET").ok() {
         return false;
     }
-    let Ok(output) = Command::new("getconf").arg("GNU_LIBC_VERSION").output() else {
+    // "glibc 2.36"
+    let Some(text) = output("getconf", &["GNU_LIBC_VERSION"]) else {
         return false;
     };
-    // "glibc 2.36"
-    let text = String::from_utf8_lossy(&output.stdout);
-    let version = text.trim().strip_prefix("glibc ").unwrap_or("");
+    let version = text.strip_prefix("glibc ").unwrap_or("");
     let mut numbers = version.split('.').map(|n| n.parse::<u32>().unwrap_or(0));
     let (major, minor) = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
     (major, minor) >= (2, 36)
+}
+
+/// What the compiler cargo builds with (`RUSTC`) prints for `args`.
+fn rustc(args: &[&str]) -> Option<String> {
+    output(&env::var("RUSTC").unwrap_or_else(|_| "rustc".into()), args)
+}
+
+/// The trimmed standard output of `program args`, when it runs.
+fn output(program: &str, args: &[&str]) -> Option<String> {
+    let ran = Command::new(program).args(args).output().ok()?;
+    Some(String::from_utf8_lossy(&ran.stdout).trim().to_owned())
 }
