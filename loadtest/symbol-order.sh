@@ -70,10 +70,10 @@ cleanup() {
 trap cleanup EXIT
 
 cat >"$work/workload.py" <<'EOF'
-import http.client, json, os, subprocess, sys, time
+import http.client, json, os, sys, time
 sys.path.insert(0, os.environ["LOADTEST_DIR"])
 from ready import connect_when_ready
-port, pid = int(sys.argv[1]), sys.argv[2]
+port = int(sys.argv[1])
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
 c = connect_when_ready(port, tries=1200, timeout=120)
@@ -97,8 +97,8 @@ def result(method, params=None):
 
 # The plugins pass: a WASM module and an upstream server, registered through
 # the admin API, then called like the built-in tools.
-if len(sys.argv) > 3:
-    wasm, upstream = sys.argv[3], sys.argv[4]
+if len(sys.argv) > 2:
+    wasm, upstream = sys.argv[2], sys.argv[3]
     c.request("POST", "/admin/v1/artifacts", open(wasm, "rb").read(), {"content-type": "application/wasm"})
     r = c.getresponse(); uploaded = json.loads(r.read())
     assert r.status < 300, uploaded
@@ -113,8 +113,8 @@ if len(sys.argv) > 3:
         time.sleep(0.1)
     else:
         sys.exit("the plugins' tools did not appear")
-ARGUMENTS = {"echo": {"text": "hello"}, "up_echo": {"text": "hello"},
-             "units_convert": {"value": 1, "from": "mi", "to": "km"}}
+# Arguments that get the plugins' tools past validation into their code.
+ARGUMENTS = {"up_echo": {"text": "hello"}, "units_convert": {"value": 1, "from": "mi", "to": "km"}}
 
 for _ in range(3):
     for path in ("/healthz", "/readyz", "/metrics"):
@@ -129,7 +129,7 @@ for _ in range(3):
             post("tools/call", {"name": "echo", "arguments": {"text": "hello"}}, name="echo", sse=sse)
     for tool in tools:
         post("tools/call", {"name": tool["name"], "arguments": {}}, name=tool["name"])
-        if tool["name"] in ARGUMENTS and tool["name"] != "echo":
+        if tool["name"] in ARGUMENTS:
             for _ in range(20):
                 post("tools/call", {"name": tool["name"], "arguments": ARGUMENTS[tool["name"]]}, name=tool["name"])
     for resource in resources:
@@ -153,27 +153,27 @@ for _ in range(3):
          "mcp-protocol-version": V, "mcp-method": "subscriptions/listen"})
     r = s.getresponse(); r.fp.readline(); s.close()
 time.sleep(5)  # idle: the timers and background tasks of a server with nothing to do
-subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
 EOF
 
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
 # profile PASS [ENV=VALUE...]: one run under callgrind, its dump in
-# $work/PASS.out.*; the workload is also given "${workload_args[@]}".
+# $work/PASS.out, written when the server stops; the workload is also given
+# "${workload_args[@]}".
 workload_args=()
 profile() {
   local pass=$1 port
   shift
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port)
   # The parser below reads callgrind's default output: no options from the
   # environment (`--dump-instr`, `--separate-callers` would change it).
   env VALGRIND_OPTS= "$@" valgrind --tool=callgrind --demangle=no --dump-instr=no --dump-line=yes \
     --separate-callers=0 --collect-jumps=no --callgrind-out-file="$work/$pass.out" \
     "$binary" serve --bind "127.0.0.1:$port" >"$work/$pass.log" 2>&1 &
   server=$!
-  LOADTEST_DIR=$here python3 "$work/workload.py" "$port" "$server" ${workload_args[@]+"${workload_args[@]}"}
-  for _ in $(seq 300); do
-    ls "$work/$pass".out.* >/dev/null 2>&1 && grep -q '^totals:' "$work/$pass".out.* && break
-    sleep 0.1
-  done
+  LOADTEST_DIR=$here python3 "$work/workload.py" "$port" ${workload_args[@]+"${workload_args[@]}"}
   kill "$server"; wait "$server" 2>/dev/null || true
   server=
 }
@@ -187,7 +187,7 @@ if [[ -n ${PG_ADMIN_URL:-} && -n ${REDIS_URL:-} ]]; then
   passes="default services"
 fi
 if [[ -n ${WASM_MODULE:-} ]]; then
-  upstream_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  upstream_port=$(free_port)
   SWITCHYARD_DATABASE_URL="sqlite://$work/upstream.db" "$binary" serve --bind "127.0.0.1:$upstream_port" \
     >"$work/upstream.log" 2>&1 &
   upstream=$!
@@ -200,7 +200,7 @@ if [[ -n ${WASM_MODULE:-} ]]; then
 fi
 
 python3 - "$binary" "$work" "$out" $passes <<'EOF'
-import collections, glob, re, subprocess, sys
+import collections, re, subprocess, sys
 binary, work, out, passes = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 
 def self_cost(pass_name):
@@ -210,39 +210,38 @@ def self_cost(pass_name):
     and `cfn=` name callees in the same two tables. A cost line counts for
     the current function, except the one after `calls=`, which is the
     callee's inclusive cost."""
-    names, cost = {}, collections.Counter()
-    for dump in glob.glob(f"{work}/{pass_name}.out*"):
-        obs, ob, fn, after_call = {}, None, None, False
-        for line in open(dump, errors="replace"):
-            m = re.match(r"(c?)(ob|fn)=\((\d+)\)(?: (.*))?", line.strip())
-            if m:
-                callee, kind, key, name = m.groups()
-                table = obs if kind == "ob" else names
-                if name:
-                    table[key] = name
-                if callee:
-                    continue
-                if kind == "ob":
-                    ob = obs.get(key)
-                else:
-                    fn = names.get(key) if ob == binary else None
-            elif line.startswith("calls="):
-                after_call = True
-            elif line[:1].isdigit() or line[:1] in "+-*":
-                parts = line.split()
-                if fn and not after_call and len(parts) >= 2 and parts[1].isdigit():
-                    cost[fn] += int(parts[1])
-                after_call = False
+    names, obs, cost = {}, {}, collections.Counter()
+    ob, fn, after_call = None, None, False
+    for line in open(f"{work}/{pass_name}.out", errors="replace"):
+        m = re.match(r"(c?)(ob|fn)=\((\d+)\)(?: (.*))?", line.strip())
+        if m:
+            callee, kind, key, name = m.groups()
+            table = obs if kind == "ob" else names
+            if name:
+                table[key] = name
+            if callee:
+                continue
+            if kind == "ob":
+                ob = obs.get(key)
+            else:
+                fn = names.get(key) if ob == binary else None
+        elif line.startswith("calls="):
+            after_call = True
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            parts = line.split()
+            if fn and not after_call and len(parts) >= 2 and parts[1].isdigit():
+                # Callgrind names a function's recursive entries `name'2`.
+                cost[re.sub(r"'\d+$", "", fn)] += int(parts[1])
+            after_call = False
     return cost
 
 # Each pass's functions, the most run first, after those of the passes before
-# it. Addresses without a symbol ("0x...") cannot be ordered; callgrind names
-# a function's recursive entries `name'2`.
+# it. Addresses without a symbol ("0x...") cannot be ordered.
 ordered = {}
 for pass_name in passes:
     for name, _ in self_cost(pass_name).most_common():
         if not name.startswith("0x") and " " not in name:
-            ordered.setdefault(re.sub(r"'\d+$", "", name), pass_name)
+            ordered.setdefault(name, pass_name)
 # The first line names the compiler the binary was built with, as `rustc -V`
 # does; the build script compares it with its own.
 comment = subprocess.run(["readelf", "-p", ".comment", binary], capture_output=True, text=True).stdout
