@@ -2,11 +2,17 @@
 Streamable HTTP with a session id) for Switchyard's upstream fallback test.
 
 Usage: python legacy_server.py PORT
+
+With PORT 0 it binds a free port itself and prints it as its first line, so
+no other process can take the port between its choice and the bind.
 """
 
+import os
+import socket
 import sys
 
 import anyio
+import uvicorn
 
 from mcp.server.fastmcp import Context, FastMCP
 from pydantic import BaseModel
@@ -91,4 +97,13 @@ def motd() -> str:
     return "legacy says hi"
 
 
-server.run(transport="streamable-http")
+# The socket is bound here rather than by uvicorn so that the port it got is
+# known (and printed) before anyone can connect: what `server.run` does, on it.
+listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", int(sys.argv[1])))
+print(listener.getsockname()[1], flush=True)
+# The test reads that one line and closes the pipe: nothing else may go there.
+os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+anyio.run(uvicorn.Server(config).serve, [listener])

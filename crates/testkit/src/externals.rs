@@ -171,7 +171,30 @@ impl LegacyPythonServer {
     /// # Panics
     /// When Python, pip or the server fail.
     pub async fn start() -> Self {
-        let (child, port) = serve_on_free_port("the Python MCP server", &mut Self::command()).await;
+        // Port 0: the server binds a free port itself and prints it. A port
+        // found free here could be taken by another test's server before
+        // Python bound it.
+        const WHAT: &str = "the Python MCP server";
+        let mut child = Self::command()
+            .arg("0")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {WHAT}: {e}"));
+        let stdout = child.stdout.take().expect("the server's stdout");
+        // A blocking read of one short line, which ends at the latest when
+        // the process exits.
+        let line = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
+        })
+        .await
+        .expect("the read of the server's port");
+        let port = match line.as_deref().map(str::trim).map(str::parse::<u16>) {
+            Ok(Ok(port)) => port,
+            _ => panic!("{WHAT} printed no port (it printed {line:?}); it exited with {:?}", child.wait()),
+        };
+        let child = wait_listening(WHAT, child, port).await;
         Self { child, port, url: format!("http://127.0.0.1:{port}/mcp") }
     }
 
@@ -489,12 +512,17 @@ async fn serve_on_free_port(what: &str, command: &mut Command) -> (std::process:
 
 /// Runs `command PORT` and waits until it listens on `port`.
 async fn serve_on_port(what: &str, command: &mut Command, port: u16) -> std::process::Child {
-    let mut child = command
+    let child = command
         .arg(port.to_string())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    wait_listening(what, child, port).await
+}
+
+/// Waits until `child` listens on `port`.
+async fn wait_listening(what: &str, mut child: std::process::Child, port: u16) -> std::process::Child {
     let started = crate::eventually(
         &format!("{what} to listen on port {port}"),
         std::time::Duration::from_secs(10),
