@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 mod auth_call;
 mod fanout;
 mod fanout_compare;
+mod hand;
 mod listen_burst;
 mod load;
 mod plugin_call;
@@ -38,7 +39,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Scenario {
-    /// Serve the bare baseline: POST / answers a small JSON-RPC result.
+    /// Serve the bare baseline: POST / answers a small JSON-RPC result
+    /// without reading the body; POST /mcp is the hand-written `tools/call`
+    /// handler (`hand.rs`).
     Bare {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -292,6 +295,7 @@ async fn bare(bind: String) -> anyhow::Result<()> {
                 axum::http::StatusCode::ACCEPTED
             }),
         )
+        .route("/mcp", axum::routing::post(hand::tools_call))
         .route("/v1/traces", axum::routing::post(otlp_sink))
         .route("/v1/metrics", axum::routing::post(otlp_sink));
     let listener = tokio::net::TcpListener::bind(&bind).await?;
