@@ -61,10 +61,16 @@ work=$(mktemp -d)
 server=
 upstream=
 scratch_db=switchyard_symbol_order_$$
+# The services pass's keys in Redis, removed with the scratch database.
+redis_prefix=switchyard-symbol-order-$$:
 cleanup() {
   [[ -n $server ]] && { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; } || true
   [[ -n $upstream ]] && { kill "$upstream" 2>/dev/null; wait "$upstream" 2>/dev/null; } || true
   [[ -n ${PG_ADMIN_URL:-} ]] && psql -q "$PG_ADMIN_URL" -c "DROP DATABASE IF EXISTS $scratch_db WITH (FORCE)" >/dev/null 2>&1 || true
+  if [[ -n ${REDIS_URL:-} ]]; then
+    redis-cli -u "$REDIS_URL" --scan --pattern "$redis_prefix*" 2>/dev/null |
+      xargs -r -n 100 redis-cli -u "$REDIS_URL" del >/dev/null 2>&1 || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -182,7 +188,10 @@ profile default SWITCHYARD_DATABASE_URL="sqlite://$work/registry.db"
 passes=default
 if [[ -n ${PG_ADMIN_URL:-} && -n ${REDIS_URL:-} ]]; then
   psql -q "$PG_ADMIN_URL" -c "CREATE DATABASE $scratch_db" >/dev/null
-  profile services SWITCHYARD_DATABASE_URL="${PG_ADMIN_URL%/*}/$scratch_db" SWITCHYARD_REDIS_URL="$REDIS_URL" \
+  # The admin URL with the scratch database's name, its query (sslmode=…) kept.
+  scratch_url=$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' \
+    "$PG_ADMIN_URL" "$scratch_db")
+  profile services SWITCHYARD_DATABASE_URL="$scratch_url" SWITCHYARD_REDIS_URL="$REDIS_URL" SWITCHYARD_REDIS_PREFIX="$redis_prefix" \
     SWITCHYARD_STATE__KEYS="k1:$(head -c 32 /dev/urandom | base64)"
   passes="default services"
 fi
