@@ -69,7 +69,7 @@ cleanup() {
   [[ -n ${PG_ADMIN_URL:-} ]] && psql -q "$PG_ADMIN_URL" -c "DROP DATABASE IF EXISTS $scratch_db WITH (FORCE)" >/dev/null 2>&1 || true
   if [[ -n ${REDIS_URL:-} ]]; then
     redis-cli -u "$REDIS_URL" --scan --pattern "$redis_prefix*" 2>/dev/null |
-      xargs -r -n 100 redis-cli -u "$REDIS_URL" del >/dev/null 2>&1 || true
+      xargs -r -d '\n' -n 100 redis-cli -u "$REDIS_URL" del >/dev/null 2>&1 || true
   fi
   rm -rf "$work"
 }

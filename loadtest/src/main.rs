@@ -40,7 +40,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Scenario {
     /// Serve the bare baseline: POST / answers a small JSON-RPC result
-    /// without reading the body; POST /mcp is the hand-written `tools/call`
+    /// without parsing the body; POST /mcp is the hand-written `tools/call`
     /// handler (`hand.rs`).
     Bare {
         /// Address to listen on.

@@ -175,26 +175,30 @@ impl LegacyPythonServer {
         // found free here could be taken by another test's server before
         // Python bound it.
         const WHAT: &str = "the Python MCP server";
-        let mut child = Self::command()
-            .arg("0")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {WHAT}: {e}"));
-        let stdout = child.stdout.take().expect("the server's stdout");
-        // A blocking read of one short line, which ends at the latest when
-        // the process exits.
-        let line = tokio::task::spawn_blocking(move || {
+        let mut child = Starting(Some(
+            Self::command()
+                .arg("0")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("start {WHAT}: {e}")),
+        ));
+        let stdout = child.process().stdout.take().expect("the server's stdout");
+        // One short line, read on a blocking thread; if it never comes, the
+        // kill as `child` is dropped ends the read.
+        let read = tokio::task::spawn_blocking(move || {
             let mut line = String::new();
             std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
-        })
-        .await
-        .expect("the read of the server's port");
-        let port = match line.as_deref().map(str::trim).map(str::parse::<u16>) {
-            Ok(Ok(port)) => port,
-            _ => panic!("{WHAT} printed no port (it printed {line:?}); it exited with {:?}", child.wait()),
+        });
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
+        let port = match &line {
+            Ok(Ok(Ok(line))) => line.trim().parse::<u16>().ok(),
+            _ => None,
         };
-        let child = wait_listening(WHAT, child, port).await;
+        let Some(port) = port else {
+            panic!("{WHAT} printed no port within 30 s (read: {line:?})");
+        };
+        let child = wait_listening(WHAT, child.handed_over(), port).await;
         Self { child, port, url: format!("http://127.0.0.1:{port}/mcp") }
     }
 
@@ -522,17 +526,41 @@ async fn serve_on_port(what: &str, command: &mut Command, port: u16) -> std::pro
 }
 
 /// Waits until `child` listens on `port`.
-async fn wait_listening(what: &str, mut child: std::process::Child, port: u16) -> std::process::Child {
+async fn wait_listening(what: &str, child: std::process::Child, port: u16) -> std::process::Child {
+    let mut child = Starting(Some(child));
     let started = crate::eventually(
         &format!("{what} to listen on port {port}"),
         std::time::Duration::from_secs(10),
         async || {
             let listening = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok();
             // A process that died will never listen: say so rather than wait.
-            listening.then_some(true).or_else(|| child.try_wait().ok().flatten().map(|_| false))
+            listening.then_some(true).or_else(|| child.process().try_wait().ok().flatten().map(|_| false))
         },
     )
     .await;
     assert!(started, "{what} exited before it listened on port {port}");
-    child
+    child.handed_over()
+}
+
+/// A server process being started: killed and reaped if the start fails
+/// (a panic included) before it is handed over.
+struct Starting(Option<std::process::Child>);
+
+impl Starting {
+    fn process(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("a process not yet handed over")
+    }
+
+    fn handed_over(mut self) -> std::process::Child {
+        self.0.take().expect("a process not yet handed over")
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
