@@ -8,10 +8,10 @@ use axum::response::Response;
 use std::pin::Pin;
 use std::sync::Arc;
 use switchyard_core::server::Delivered;
-use switchyard_core::{Caller, Execution};
-use switchyard_protocol::ErrorObject;
+use switchyard_core::{Caller, Execution, Prepared};
 use switchyard_protocol::error as codes;
 use switchyard_protocol::jsonrpc::Incoming;
+use switchyard_protocol::{ErrorObject, Method, ModernCall, RequestId, RequestMeta};
 
 use tokio::sync::mpsc;
 
@@ -95,40 +95,20 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
             );
         }
     };
-    let (id, method, params) = match Incoming::parse(&bytes) {
-        Ok(Incoming::Request { id, method, params }) => (id, method, params),
-        // No reply for a notification: a client sends none over HTTP in this
-        // revision, and legacy ones (`notifications/initialized`) are dropped.
-        Ok(Incoming::Notification { .. }) => return reply::accepted(),
-        // A legacy client answering a sampling or elicitation request we sent
-        // on a tool call's stream.
-        Ok(Incoming::Response { id, outcome }) => {
-            if bytes.len() > state.config.max_answer_bytes {
-                return reply::transport_error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    codes::INVALID_REQUEST,
-                    "The answer is larger than http.max_answer_bytes",
-                );
-            }
-            let principal = caller.principal.as_deref();
-            return if state.server.deliver_response(&id, outcome, principal).await != Delivered::Unknown {
-                reply::accepted()
-            } else {
-                let error = ErrorObject::invalid_request(format!("no request here awaits a response with id {id}"));
-                reply::error(None, &error)
-            };
-        }
-        Err(envelope) => return reply::error(envelope.id.as_ref(), &envelope.error),
+    // A modern `tools/call` is read typed, without a map of its parameters
+    // to take apart; anything else, and any call that reading does not take
+    // whole, by the general path (boxed: it is the rarer one, and inline its
+    // future would make every request's larger to move).
+    let request = match ModernCall::parse(&bytes) {
+        Some(call) => match prepare_call(&state, call, &mirrored, caller) {
+            (id, Ok(prepared)) => Ok((id, prepared)),
+            (id, Err(e)) => Err(reply::error(Some(&id), &e)),
+        },
+        None => Box::pin(read_request(&state, &bytes, &mirrored, caller)).await,
     };
-
-    // Step 6: header and body agree where both carry a value.
-    if let Err(e) = mirror::cross_check(&mirrored, &method, &params) {
-        return reply::error(Some(&id), &e);
-    }
-    // Steps 5, 7, 8: era, required `_meta`, supported version.
-    let prepared = match state.server.prepare(id.clone(), &method, params, mirrored.modern_hint(), caller) {
-        Ok(prepared) => prepared,
-        Err(e) => return reply::error(Some(&id), &e),
+    let (id, prepared) = match request {
+        Ok(request) => request,
+        Err(answered) => return answered,
     };
     // Step 9: the standard headers are present and `Mcp-Name`/`Mcp-Param-*` match.
     if let Err(e) = mirror::require(&headers, &mirrored, &prepared) {
@@ -165,6 +145,66 @@ pub(crate) async fn post(State(state): State<AppState>, request: Request<Body>) 
         until_cut_off(execution, &health).await
     });
     reply::run(id, running, notifications, &headers, state.config.keep_alive).await
+}
+
+/// Steps 6 to 8 for a modern `tools/call` read typed: checked against the
+/// mirrored headers (its `_meta` claims the modern era), and prepared.
+fn prepare_call(
+    state: &AppState,
+    call: ModernCall,
+    mirrored: &mirror::Mirrored<'_>,
+    caller: Caller,
+) -> (RequestId, Result<Prepared, ErrorObject>) {
+    let id = call.id.clone();
+    let prepared = mirror::cross_check(mirrored, Method::CallTool.as_str(), Some(&call.meta.protocol_version))
+        .and_then(|()| state.server.prepare_call(call, caller));
+    (id, prepared)
+}
+
+/// Steps 5 to 8 by the general path: the body read as one message, checked
+/// against the mirrored headers, and prepared; or the answer already due (to
+/// a notification, a legacy client's response, or an error).
+async fn read_request(
+    state: &AppState,
+    bytes: &[u8],
+    mirrored: &mirror::Mirrored<'_>,
+    caller: Caller,
+) -> Result<(RequestId, Prepared), Response> {
+    let (id, method, params) = match Incoming::parse(bytes) {
+        Ok(Incoming::Request { id, method, params }) => (id, method, params),
+        // No reply for a notification: a client sends none over HTTP in this
+        // revision, and legacy ones (`notifications/initialized`) are dropped.
+        Ok(Incoming::Notification { .. }) => return Err(reply::accepted()),
+        // A legacy client answering a sampling or elicitation request we sent
+        // on a tool call's stream.
+        Ok(Incoming::Response { id, outcome }) => {
+            if bytes.len() > state.config.max_answer_bytes {
+                return Err(reply::transport_error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    codes::INVALID_REQUEST,
+                    "The answer is larger than http.max_answer_bytes",
+                ));
+            }
+            let principal = caller.principal.as_deref();
+            return Err(if state.server.deliver_response(&id, outcome, principal).await != Delivered::Unknown {
+                reply::accepted()
+            } else {
+                let error = ErrorObject::invalid_request(format!("no request here awaits a response with id {id}"));
+                reply::error(None, &error)
+            });
+        }
+        Err(envelope) => return Err(reply::error(envelope.id.as_ref(), &envelope.error)),
+    };
+    // Step 6: header and body agree where both carry a value.
+    let claimed_version = RequestMeta::claimed_version(&params);
+    if let Err(e) = mirror::cross_check(mirrored, &method, claimed_version) {
+        return Err(reply::error(Some(&id), &e));
+    }
+    // Steps 5, 7, 8: era, required `_meta`, supported version.
+    match state.server.prepare(id.clone(), &method, params, mirrored.modern_hint(), caller) {
+        Ok(prepared) => Ok((id, prepared)),
+        Err(e) => Err(reply::error(Some(&id), &e)),
+    }
 }
 
 /// The request's execution, or, if the drain's grace period ends first, a

@@ -9,11 +9,10 @@
 
 use axum::http::header::AsHeaderName;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use serde_json::{Map, Value};
 use switchyard_core::Prepared;
 use switchyard_protocol::headers::{self, decode_value, matches_body};
 use switchyard_protocol::version::{Era, LEGACY};
-use switchyard_protocol::{ErrorObject, Method, RequestMeta};
+use switchyard_protocol::{ErrorObject, Method};
 
 /// A header's value as text, trimmed; `-32020` when it has bytes that are not
 /// visible ASCII.
@@ -85,15 +84,15 @@ impl<'a> Mirrored<'a> {
 }
 
 /// Step 6: where a value is both in a header and in the body, they must
-/// agree. `Mcp-Method` is compared in every era: the rate limit was decided
+/// agree: the body's method, and the version its `_meta` claims, if any. `Mcp-Method` is compared in every era: the rate limit was decided
 /// from it before the body was read, so a legacy request must not carry one
 /// that its body contradicts either.
 pub(crate) fn cross_check(
     mirrored: &Mirrored<'_>,
     method: &str,
-    params: &Map<String, Value>,
+    claimed_version: Option<&str>,
 ) -> Result<(), ErrorObject> {
-    if let Some(body_version) = RequestMeta::claimed_version(params)
+    if let Some(body_version) = claimed_version
         && let Some(header) = mirrored.version()?
         && header != body_version
     {

@@ -18,6 +18,7 @@
 //! - [`logging`]: the `LoggingLevel` scale.
 //! - [`canonical`]: a canonical JSON serialisation for digests.
 
+pub mod call;
 pub mod canonical;
 pub mod capabilities;
 pub mod error;
@@ -31,6 +32,7 @@ pub mod params;
 pub mod plugin_kind;
 pub mod version;
 
+pub use call::ModernCall;
 pub use error::ErrorObject;
 pub use finished::{Finished, ServerStamp};
 pub use jsonrpc::{Incoming, RequestId};

@@ -13,8 +13,9 @@ use switchyard_bus::marks::{LocalMarks, Marks};
 use switchyard_bus::{Delivery as BusDelivery, Event};
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::meta::META;
+use switchyard_protocol::params::Retry;
 use switchyard_protocol::version::{self, Era};
-use switchyard_protocol::{ErrorObject, Finished, Method, Params, RequestId, RequestMeta, ServerStamp};
+use switchyard_protocol::{ErrorObject, Finished, Method, ModernCall, Params, RequestId, RequestMeta, ServerStamp};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -258,15 +259,7 @@ impl Server {
         modern_hint: bool,
         caller: Caller,
     ) -> Result<Prepared, ErrorObject> {
-        if self.config.policy.authenticated_only && !caller.is_scoped() {
-            // Only a misassembled server gets here (a route without the auth
-            // layer): refuse rather than serve an unverified caller everything.
-            tracing::error!("a request reached the server without a verified caller; refused");
-            return Err(ErrorObject::new(
-                switchyard_protocol::error::INTERNAL_ERROR,
-                "This server requires authorization, and the request arrived without a verified caller",
-            ));
-        }
+        self.admit(&caller)?;
         let method = Method::parse(method);
         let snapshot = self.catalog.snapshot();
         let claims_modern = RequestMeta::claimed_version(&params).is_some();
@@ -289,6 +282,37 @@ impl Server {
         }
         let typed = Params::take(&method, &mut params);
         Ok(Prepared { id, method, params: typed, rest: params, era: Era::Modern, meta: Some(meta), caller, snapshot })
+    }
+
+    /// [`Server::prepare`] for a modern `tools/call` already read typed: the
+    /// same checks, without a map of its parameters to take apart.
+    ///
+    /// # Errors
+    /// `-32022` for a version we do not serve.
+    pub fn prepare_call(&self, call: ModernCall, caller: Caller) -> Result<Prepared, ErrorObject> {
+        self.admit(&caller)?;
+        let ModernCall { id, name, arguments, meta } = call;
+        if switchyard_protocol::ProtocolVersion::parse_modern(&meta.protocol_version).is_none() {
+            return Err(ErrorObject::unsupported_version(&version::MODERN, &meta.protocol_version));
+        }
+        let params = Ok(Params::CallTool { name, arguments, retry: Retry::default() });
+        let snapshot = self.catalog.snapshot();
+        let (method, rest, era, meta) = (Method::CallTool, Map::new(), Era::Modern, Some(meta));
+        Ok(Prepared { id, method, params, rest, era, meta, caller, snapshot })
+    }
+
+    /// Refuses an unverified caller where authorization is on. Only a
+    /// misassembled server gets one (a route without the auth layer): refuse
+    /// rather than serve it everything.
+    fn admit(&self, caller: &Caller) -> Result<(), ErrorObject> {
+        if self.config.policy.authenticated_only && !caller.is_scoped() {
+            tracing::error!("a request reached the server without a verified caller; refused");
+            return Err(ErrorObject::new(
+                switchyard_protocol::error::INTERNAL_ERROR,
+                "This server requires authorization, and the request arrived without a verified caller",
+            ));
+        }
+        Ok(())
     }
 
     /// Runs a prepared request. `outbox`, when given, receives the request's
