@@ -145,6 +145,3 @@ impl MetaMembers {
         })
     }
 }
-
-#[cfg(test)]
-mod tests;

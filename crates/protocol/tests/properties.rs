@@ -8,7 +8,6 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use switchyard_protocol::headers::{decode_value, encode_value};
 use switchyard_protocol::jsonrpc::Incoming;
-use switchyard_protocol::{Method, ModernCall, Params, RequestMeta};
 
 /// JSON values of a few levels, with the members a JSON-RPC envelope has.
 fn json_value() -> impl Strategy<Value = Value> {
@@ -43,113 +42,6 @@ fn verdict(bytes: &[u8]) -> String {
     match Incoming::parse(bytes) {
         Ok(message) => format!("{message:?}"),
         Err(envelope) => format!("error {}", envelope.error.code),
-    }
-}
-
-/// Changes to an ordinary `tools/call`: where in the body (the envelope,
-/// `params` or `params._meta`), which member, and its new value (`None`
-/// removes it).
-const CHANGES: &[(&str, &str, Option<&str>)] = &[
-    ("", "jsonrpc", Some(r#""1.0""#)),
-    ("", "id", Some("null")),
-    ("", "id", Some("1.5")),
-    ("", "id", Some("18446744073709551615")),
-    ("", "id", Some(r#""a""#)),
-    ("", "id", None),
-    ("", "method", Some(r#""tools/list""#)),
-    ("", "method", None),
-    ("", "result", Some("{}")),
-    ("params", "name", Some("5")),
-    ("params", "name", None),
-    ("params", "arguments", Some("null")),
-    ("params", "arguments", Some("[1]")),
-    ("params", "arguments", None),
-    ("params", "requestState", Some(r#""s""#)),
-    ("params", "task", Some("{}")),
-    ("params", "_meta", Some("null")),
-    ("params", "_meta", None),
-    ("meta", "io.modelcontextprotocol/protocolVersion", Some("5")),
-    ("meta", "io.modelcontextprotocol/protocolVersion", Some(r#""2099-01-01""#)),
-    ("meta", "io.modelcontextprotocol/protocolVersion", None),
-    ("meta", "io.modelcontextprotocol/clientCapabilities", Some("null")),
-    ("meta", "io.modelcontextprotocol/clientCapabilities", Some(r#"{"sampling":{}}"#)),
-    ("meta", "io.modelcontextprotocol/clientCapabilities", None),
-    ("meta", "io.modelcontextprotocol/clientInfo", Some(r#"{"name":"c"}"#)),
-    ("meta", "io.modelcontextprotocol/logLevel", Some(r#""debug""#)),
-    ("meta", "io.modelcontextprotocol/logLevel", Some(r#""loud""#)),
-    ("meta", "io.modelcontextprotocol/logLevel", Some("null")),
-    ("meta", "io.modelcontextprotocol/other", Some("1")),
-    ("meta", "progressToken", Some(r#""p""#)),
-    ("meta", "progressToken", Some("3")),
-    ("meta", "progressToken", Some("1.5")),
-    ("meta", "progressToken", Some("null")),
-    ("meta", "traceparent", Some(r#""00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01""#)),
-    ("meta", "traceparent", Some("5")),
-    ("meta", "tracestate", Some(r#""a=b""#)),
-];
-
-/// An ordinary `tools/call` with up to three of [`CHANGES`] made to it.
-fn call_body() -> impl Strategy<Value = Value> {
-    prop::collection::vec(0..CHANGES.len(), 0..4).prop_map(|changes| {
-        let mut body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "echo", "arguments": {"text": "hi"},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}}}});
-        for change in changes {
-            let (place, key, value) = CHANGES[change];
-            let object = match place {
-                "" => Some(&mut body),
-                "params" => body.get_mut("params"),
-                _ => body.get_mut("params").and_then(|p| p.get_mut("_meta")),
-            };
-            if let Some(Value::Object(object)) = object {
-                match value {
-                    Some(value) => object.insert(key.to_owned(), serde_json::from_str(value).unwrap()),
-                    None => object.remove(key),
-                };
-            }
-        }
-        body
-    })
-}
-
-/// The general path's reading of a modern `tools/call` it reads whole.
-fn general_call(bytes: &[u8]) -> Option<ModernCall> {
-    let Ok(Incoming::Request { id, method, mut params }) = Incoming::parse(bytes) else { return None };
-    if method != "tools/call" || RequestMeta::claimed_version(&params).is_none() {
-        return None;
-    }
-    let meta = RequestMeta::take(&mut params).ok()?;
-    let Ok(Params::CallTool { name, arguments, retry }) = Params::take(&Method::CallTool, &mut params) else {
-        return None;
-    };
-    (!retry.is_retry() && params.is_empty()).then_some(ModernCall { id, name, arguments, meta })
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2048))]
-
-    /// A `tools/call` read typed is read as the general path reads it; and
-    /// every call the general path reads whole, with no member the typed
-    /// reading does not know, is read typed.
-    #[test]
-    fn a_call_read_typed_is_the_call_the_general_path_reads(body in call_body()) {
-        let bytes = serde_json::to_vec(&body).unwrap();
-        let (typed, general) = (ModernCall::parse(&bytes), general_call(&bytes));
-        if typed.is_some() {
-            prop_assert_eq!(&typed, &general);
-        }
-        let known = |value: &Value, keys: &[&str]| value.as_object().is_some_and(|o| o.keys().all(|k| keys.contains(&k.as_str())));
-        let all_known = known(&body, &["jsonrpc", "id", "method", "params"])
-            && known(&body["params"], &["name", "arguments", "_meta"])
-            && known(&body["params"]["_meta"], &[
-                "io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities",
-                "io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel",
-                "progressToken", "traceparent", "tracestate",
-            ]);
-        if general.is_some() && all_known {
-            prop_assert!(typed.is_some(), "not read typed: {}", body);
-        }
     }
 }
 
