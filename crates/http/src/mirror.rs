@@ -84,9 +84,10 @@ impl<'a> Mirrored<'a> {
 }
 
 /// Step 6: where a value is both in a header and in the body, they must
-/// agree: the body's method, and the version its `_meta` claims, if any. `Mcp-Method` is compared in every era: the rate limit was decided
-/// from it before the body was read, so a legacy request must not carry one
-/// that its body contradicts either.
+/// agree: the body's method, and the version its `_meta` claims, if any.
+/// `Mcp-Method` is compared in every era: the rate limit was decided from it
+/// before the body was read, so a legacy request must not carry one that its
+/// body contradicts either.
 pub(crate) fn cross_check(
     mirrored: &Mirrored<'_>,
     method: &str,

@@ -14,11 +14,20 @@
 //! (`inputResponses`, `requestState`), a task, an unknown member, a
 //! duplicate one, an escaped `jsonrpc` or `method`, a wrong type or a bad
 //! value gives `None`, and the general path reads the body again and answers
-//! it with its own errors. So both paths agree on everything this one
-//! accepts, and this one decides nothing else.
+//! it with its own errors. It is meant to agree with the general path on
+//! everything it accepts and to decide nothing else; `tests/typed_call.rs`
+//! checks that on named cases and on generated calls. Two ways it could
+//! have accepted more are closed here: a derived struct also reads a JSON
+//! array, member by member ([`Object`] refuses one), and an ignored value
+//! is skipped without the checks a `Value` makes (numbers out of range,
+//! lone surrogates), so every member this path does not type is read as a
+//! `Value`.
+
+use std::marker::PhantomData;
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::jsonrpc::RequestId;
@@ -50,7 +59,7 @@ impl ModernCall {
         if !text.contains(r#""tools/call""#) {
             return None;
         }
-        let envelope: Envelope<'_> = serde_json::from_str(text).ok()?;
+        let Object(envelope) = serde_json::from_str::<Object<Envelope<'_>>>(text).ok()?;
         if envelope.jsonrpc != "2.0" || envelope.method != "tools/call" {
             return None;
         }
@@ -59,8 +68,8 @@ impl ModernCall {
             Value::Number(n) => RequestId::Number(n.as_i64()?),
             _ => return None,
         };
-        let params = envelope.params;
-        let meta = params.meta.into_request_meta()?;
+        let Object(params) = envelope.params;
+        let meta = params.meta.0.into_request_meta()?;
         Some(Self { id, name: params.name, arguments: params.arguments, meta })
     }
 }
@@ -72,7 +81,7 @@ struct Envelope<'a> {
     jsonrpc: &'a str,
     id: Value,
     method: &'a str,
-    params: CallParams,
+    params: Object<CallParams>,
 }
 
 #[derive(Deserialize)]
@@ -82,7 +91,7 @@ struct CallParams {
     #[serde(default)]
     arguments: Option<Map<String, Value>>,
     #[serde(rename = "_meta")]
-    meta: MetaMembers,
+    meta: Object<MetaMembers>,
 }
 
 /// The `_meta` members a modern request may carry that the server reads.
@@ -95,8 +104,9 @@ struct MetaMembers {
     protocol_version: String,
     #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
     client_capabilities: Map<String, Value>,
+    /// Not used, but read as a `Value`, as the general path reads it.
     #[serde(rename = "io.modelcontextprotocol/clientInfo", default)]
-    _client_info: Option<IgnoredAny>,
+    _client_info: Option<Value>,
     #[serde(rename = "io.modelcontextprotocol/logLevel", default, deserialize_with = "present")]
     log_level: Option<Value>,
     #[serde(rename = "progressToken", default, deserialize_with = "present")]
@@ -105,6 +115,26 @@ struct MetaMembers {
     traceparent: Option<Value>,
     #[serde(default, deserialize_with = "present")]
     tracestate: Option<Value>,
+}
+
+/// `T` read from a JSON object and nothing else: a derived struct also
+/// reads an array, its members in order, which the general path refuses.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Members<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer.deserialize_map(Members(PhantomData)).map(Object)
+    }
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {

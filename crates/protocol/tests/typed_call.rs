@@ -30,7 +30,10 @@ const CHANGES: &[(&str, &str, Option<&str>)] = &[
     ("params", "arguments", None),
     ("params", "requestState", Some(r#""s""#)),
     ("params", "task", Some("{}")),
+    ("", "params", Some(r#"["echo",{"text":"hi"},["2026-07-28",{}]]"#)),
     ("params", "_meta", Some("null")),
+    ("params", "_meta", Some(r#"["2026-07-28",{}]"#)),
+    ("params", "_meta", Some(r#""2026-07-28""#)),
     ("params", "_meta", None),
     ("meta", "io.modelcontextprotocol/protocolVersion", Some("5")),
     ("meta", "io.modelcontextprotocol/protocolVersion", Some(r#""2099-01-01""#)),
@@ -39,6 +42,8 @@ const CHANGES: &[(&str, &str, Option<&str>)] = &[
     ("meta", "io.modelcontextprotocol/clientCapabilities", Some(r#"{"sampling":{}}"#)),
     ("meta", "io.modelcontextprotocol/clientCapabilities", None),
     ("meta", "io.modelcontextprotocol/clientInfo", Some(r#"{"name":"c"}"#)),
+    ("meta", "io.modelcontextprotocol/clientInfo", Some(r#"["c"]"#)),
+    ("meta", "io.modelcontextprotocol/clientInfo", Some("null")),
     ("meta", "io.modelcontextprotocol/logLevel", Some(r#""debug""#)),
     ("meta", "io.modelcontextprotocol/logLevel", Some(r#""loud""#)),
     ("meta", "io.modelcontextprotocol/logLevel", Some("null")),
@@ -47,9 +52,12 @@ const CHANGES: &[(&str, &str, Option<&str>)] = &[
     ("meta", "progressToken", Some("3")),
     ("meta", "progressToken", Some("1.5")),
     ("meta", "progressToken", Some("null")),
+    ("meta", "progressToken", Some("-1")),
+    ("meta", "progressToken", Some("18446744073709551615")),
     ("meta", "traceparent", Some(r#""00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01""#)),
     ("meta", "traceparent", Some("5")),
     ("meta", "tracestate", Some(r#""a=b""#)),
+    ("meta", "tracestate", Some("[1]")),
 ];
 
 /// An ordinary `tools/call` with up to three of [`CHANGES`] made to it.
@@ -136,6 +144,14 @@ fn fast(body: &[u8]) -> ModernCall {
     call
 }
 
+/// An ordinary call whose `clientInfo` is `raw`, as written.
+fn call_with_client_info(raw: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{raw}}}}}}}"#
+    )
+    .into_bytes()
+}
+
 fn falls_back(body: &[u8]) {
     assert_eq!(ModernCall::parse(body), None, "{}", String::from_utf8_lossy(body));
 }
@@ -196,6 +212,16 @@ fn anything_else_is_left_to_the_general_path() {
         br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_vec(),
         b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"\xff\"}}".to_vec(),
         b"[]".to_vec(),
+        // A derived struct reads an array member by member; the general path
+        // refuses an array where an object belongs.
+        br#"["2.0",1,"tools/call",["echo",{"text":"hi"},["2026-07-28",{}]]]"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["echo",{"text":"hi"},["2026-07-28",{}]]}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":["2026-07-28",{}]}}"#.to_vec(),
+        // Values the general path's `Value` refuses, in a member this path
+        // does not use.
+        call_with_client_info("1e400"),
+        call_with_client_info(r#""\udc00""#),
+        call_with_client_info(&format!("{}{}", "[".repeat(130), "]".repeat(130))),
     ] {
         falls_back(&body);
     }

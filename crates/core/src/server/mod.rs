@@ -288,7 +288,8 @@ impl Server {
     /// same checks, without a map of its parameters to take apart.
     ///
     /// # Errors
-    /// `-32022` for a version we do not serve.
+    /// As `prepare`: `-32603` for an unverified caller where authorization
+    /// is on, `-32022` for a version we do not serve.
     pub fn prepare_call(&self, call: ModernCall, caller: Caller) -> Result<Prepared, ErrorObject> {
         self.admit(&caller)?;
         let ModernCall { id, name, arguments, meta } = call;
