@@ -6,7 +6,7 @@
 //! [`Params::take`](crate::Params::take) move the members out of it, and
 //! what is left is dropped. Here only the tool's arguments and the client's
 //! capabilities become maps: a `tools/call` of `echo` over HTTP costs the
-//! server 44,000 to 44,700 instructions instead of 47,400 to 47,700
+//! server 44,300 to 45,400 instructions instead of 47,400 to 47,700
 //! (`loadtest/callgrind-tools-call.sh`).
 //!
 //! Only a call whose every member is one the server reads, of the type it
