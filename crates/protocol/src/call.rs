@@ -30,9 +30,8 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{MapAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::jsonrpc::RequestId;
-use crate::logging::LoggingLevel;
-use crate::meta::RequestMeta;
+use crate::jsonrpc::{RequestId, present};
+use crate::meta::{self, RequestMeta};
 
 /// A modern `tools/call`, typed.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,35 +136,13 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
     }
 }
 
-fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(deserializer).map(Some)
-}
-
 impl MetaMembers {
-    /// What [`RequestMeta::take`] makes of the same members; `None` where
-    /// it would refuse one.
+    /// What [`RequestMeta::take`] makes of the same members, by the same
+    /// checks; `None` where it would refuse one.
     fn into_request_meta(self) -> Option<RequestMeta> {
-        let log_level = match self.log_level {
-            None => None,
-            Some(Value::String(level)) => Some(LoggingLevel::parse(&level)?),
-            Some(_) => return None,
-        };
-        let progress_token = match self.progress_token {
-            None => None,
-            Some(token @ Value::String(_)) => Some(token),
-            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
-            Some(_) => return None,
-        };
-        let trace_context = match self.traceparent {
-            Some(Value::String(traceparent)) => {
-                let tracestate = match self.tracestate {
-                    Some(Value::String(state)) => Some(state),
-                    _ => None,
-                };
-                Some((traceparent, tracestate))
-            }
-            _ => None,
-        };
+        let log_level = meta::log_level(self.log_level.as_ref()).ok()?;
+        let progress_token = meta::progress_token(self.progress_token).ok()?;
+        let trace_context = meta::trace_members(self.traceparent.as_ref(), self.tracestate.as_ref());
         Some(RequestMeta {
             protocol_version: self.protocol_version,
             client_capabilities: self.client_capabilities,

@@ -180,7 +180,9 @@ struct Envelope<'a> {
     error: Option<serde::de::IgnoredAny>,
 }
 
-fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+/// A member read as `Some(value)` whenever it is there, `null` included
+/// (with `#[serde(default)]`, an absent one is `None`).
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(deserializer).map(Some)
 }
 

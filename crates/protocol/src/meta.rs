@@ -72,32 +72,49 @@ impl RequestMeta {
             Some(_) => return Err(missing_or_bad(CLIENT_CAPABILITIES, "must be an object")),
             None => return Err(missing_or_bad(CLIENT_CAPABILITIES, "is required")),
         };
-        let log_level = match meta.get(LOG_LEVEL) {
-            None => None,
-            Some(value) => Some(
-                value
-                    .as_str()
-                    .and_then(LoggingLevel::parse)
-                    .ok_or_else(|| missing_or_bad(LOG_LEVEL, "is not a logging level"))?,
-            ),
-        };
-        let progress_token = match meta.remove(PROGRESS_TOKEN) {
-            None => None,
-            Some(token @ Value::String(_)) => Some(token),
-            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
-            Some(_) => return Err(missing_or_bad(PROGRESS_TOKEN, "must be a string or an integer")),
-        };
+        let log_level = log_level(meta.get(LOG_LEVEL))?;
+        let progress_token = progress_token(meta.remove(PROGRESS_TOKEN))?;
         let trace_context = trace_context(&meta);
         Ok(Self { protocol_version, client_capabilities, log_level, progress_token, trace_context })
+    }
+}
+
+/// `logLevel`, when present: the name of a level. (The typed reading of a
+/// call, `crate::call`, checks the same members with these functions.)
+pub(crate) fn log_level(value: Option<&Value>) -> Result<Option<LoggingLevel>, ErrorObject> {
+    value
+        .map(|value| {
+            value
+                .as_str()
+                .and_then(LoggingLevel::parse)
+                .ok_or_else(|| missing_or_bad(LOG_LEVEL, "is not a logging level"))
+        })
+        .transpose()
+}
+
+/// `progressToken`, when present: a string or an integer.
+pub(crate) fn progress_token(value: Option<Value>) -> Result<Option<Value>, ErrorObject> {
+    match value {
+        None => Ok(None),
+        Some(token @ Value::String(_)) => Ok(Some(token)),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(Value::Number(n))),
+        Some(_) => Err(missing_or_bad(PROGRESS_TOKEN, "must be a string or an integer")),
     }
 }
 
 /// `traceparent` and `tracestate` of a `_meta` object, when `traceparent`
 /// is a string (legacy requests carry them the same way).
 pub fn trace_context(meta: &Map<String, Value>) -> Option<(String, Option<String>)> {
-    let traceparent = meta.get(TRACEPARENT)?.as_str()?.to_owned();
-    let tracestate = meta.get(TRACESTATE).and_then(Value::as_str).map(str::to_owned);
-    Some((traceparent, tracestate))
+    trace_members(meta.get(TRACEPARENT), meta.get(TRACESTATE))
+}
+
+/// [`trace_context`] of the two members' values.
+pub(crate) fn trace_members(
+    traceparent: Option<&Value>,
+    tracestate: Option<&Value>,
+) -> Option<(String, Option<String>)> {
+    let traceparent = traceparent?.as_str()?.to_owned();
+    Some((traceparent, tracestate.and_then(Value::as_str).map(str::to_owned)))
 }
 
 fn missing_or_bad(key: &str, why: &str) -> ErrorObject {

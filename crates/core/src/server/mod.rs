@@ -277,9 +277,7 @@ impl Server {
             });
         }
         let meta = RequestMeta::take(&mut params)?;
-        if switchyard_protocol::ProtocolVersion::parse_modern(&meta.protocol_version).is_none() {
-            return Err(ErrorObject::unsupported_version(&version::MODERN, &meta.protocol_version));
-        }
+        served_version(&meta)?;
         let typed = Params::take(&method, &mut params);
         Ok(Prepared { id, method, params: typed, rest: params, era: Era::Modern, meta: Some(meta), caller, snapshot })
     }
@@ -293,9 +291,7 @@ impl Server {
     pub fn prepare_call(&self, call: ModernCall, caller: Caller) -> Result<Prepared, ErrorObject> {
         self.admit(&caller)?;
         let ModernCall { id, name, arguments, meta } = call;
-        if switchyard_protocol::ProtocolVersion::parse_modern(&meta.protocol_version).is_none() {
-            return Err(ErrorObject::unsupported_version(&version::MODERN, &meta.protocol_version));
-        }
+        served_version(&meta)?;
         let params = Ok(Params::CallTool { name, arguments, retry: Retry::default() });
         let snapshot = self.catalog.snapshot();
         let (method, rest, era, meta) = (Method::CallTool, Map::new(), Era::Modern, Some(meta));
@@ -598,4 +594,12 @@ fn not_its_params(request: &Prepared) -> Error {
 enum Dispatched {
     Result(Answer),
     Listen(ListenStream),
+}
+
+/// `-32022` unless the modern request's `_meta` names a revision we serve.
+fn served_version(meta: &RequestMeta) -> Result<(), ErrorObject> {
+    match switchyard_protocol::ProtocolVersion::parse_modern(&meta.protocol_version) {
+        Some(_) => Ok(()),
+        None => Err(ErrorObject::unsupported_version(&version::MODERN, &meta.protocol_version)),
+    }
 }
