@@ -12,9 +12,9 @@ use switchyard_protocol::method::input;
 use switchyard_protocol::version::Era;
 use switchyard_protocol::{ErrorObject, Method, Params};
 use switchyard_telemetry::ToolOutcome;
-use tokio_util::sync::CancellationToken;
 
 use crate::caching::{CachePolicy, CacheScope};
+use crate::cancellation::Cancellation;
 use crate::catalog::{Catalog, Snapshot, ToolEntry};
 use crate::error::Error;
 use crate::legacy::{self, LegacyAsk, Relay};
@@ -52,7 +52,7 @@ pub(crate) struct Call<'a> {
     pub(crate) snapshot: &'a Snapshot,
     pub(crate) notifier: Notifier,
     pub(crate) capabilities: Arc<Map<String, Value>>,
-    pub(crate) cancel: CancellationToken,
+    pub(crate) cancel: Cancellation,
 }
 
 impl Call<'_> {

@@ -12,7 +12,8 @@
 //!   then `execute` (dispatch by [`Method`](switchyard_protocol::Method));
 //!   between them a [`Prepared`] request, and what it produced, an [`Execution`].
 //! - `call` (private): one call into a plugin with its MRTR plumbing, given
-//!   only the parts of the server it needs (`CallDeps`).
+//!   only the parts of the server it needs (`CallDeps`); `cancellation`
+//!   (private): the request's cancellation, its token made only when watched.
 //! - `legacy` (private): clients of the `initialize` era, and the relay that
 //!   asks them for input and carries their answers to the replica that waits.
 //! - [`plugin`]: the [`Plugin`] trait that every kind of plugin implements;
@@ -44,6 +45,7 @@ pub mod state;
 pub mod tasks;
 
 mod call;
+mod cancellation;
 mod cursor;
 mod legacy;
 mod request;

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::caching::CachePolicy;
+use crate::cancellation::Cancellation;
 use crate::catalog::ListKind;
 use crate::policy::Caller;
 
@@ -226,7 +227,7 @@ pub struct CallContext {
     /// The request may be answered with a task (see [`Outcome::Task`]).
     pub(crate) accepts_task: bool,
     pub(crate) deadline: Instant,
-    pub(crate) cancel: CancellationToken,
+    pub(crate) cancel: Cancellation,
     pub(crate) input: Option<InputRound>,
     pub(crate) notifier: Notifier,
     pub(crate) changes: Option<Arc<dyn ChangeSink>>,
@@ -241,7 +242,7 @@ impl CallContext {
             asks_on_stream: false,
             accepts_task: false,
             deadline,
-            cancel: CancellationToken::new(),
+            cancel: Cancellation::default(),
             input: None,
             notifier: Notifier::default(),
             changes: None,
@@ -261,7 +262,7 @@ impl CallContext {
     /// Cancelled when the client goes away or the deadline passes; a plugin
     /// doing blocking or long work should watch it.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancel
+        self.cancel.token()
     }
 
     /// Whether the client declared `capability` on this request.

@@ -22,6 +22,7 @@ use tracing::Instrument as _;
 
 use crate::caching::{CachePolicy, CacheScope};
 use crate::call::{Call, CallDeps};
+use crate::cancellation::Cancellation;
 use crate::catalog::{Catalog, Snapshot};
 use crate::error::{Delivery, Error};
 pub use crate::legacy::Delivered;
@@ -343,8 +344,8 @@ impl Server {
     }
 
     async fn execute_in_span(&self, request: Prepared, outbox: Option<mpsc::Sender<Value>>) -> Execution {
-        let cancel = CancellationToken::new();
-        let _cancel_on_drop = cancel.clone().drop_guard();
+        let cancel = Cancellation::default();
+        let _cancel_on_drop = cancel.on_drop();
         let era = request.era;
         let method = request.method.clone();
         // Only a modern first round may be reused: a retry's answer is for
@@ -381,7 +382,7 @@ impl Server {
         &self,
         mut request: Prepared,
         outbox: Option<mpsc::Sender<Value>>,
-        cancel: CancellationToken,
+        cancel: Cancellation,
     ) -> Result<Dispatched, Error> {
         let snapshot = Arc::clone(&request.snapshot);
         // `prepare` makes every modern request with its `_meta`.
@@ -432,7 +433,7 @@ impl Server {
         &self,
         request: Prepared,
         outbox: Option<mpsc::Sender<Value>>,
-        cancel: CancellationToken,
+        cancel: Cancellation,
     ) -> Result<Dispatched, Error> {
         let snapshot = Arc::clone(&request.snapshot);
         let progress_token = request.rest.get(META).and_then(|m| m.get("progressToken")).cloned();
@@ -476,7 +477,7 @@ impl Server {
         snapshot: &Snapshot,
         notifier: Notifier,
         capabilities: &Arc<Map<String, Value>>,
-        cancel: CancellationToken,
+        cancel: Cancellation,
     ) -> Result<Answer, Error> {
         let params = request.typed()?;
         let caller = &request.caller;

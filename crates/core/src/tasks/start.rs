@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{TaskCall, TaskRecord, TaskStatus, Tasks, millis, now_ms, run_task, wire};
 use crate::call::{Call, check_tool_result};
+use crate::cancellation::Cancellation;
 use crate::catalog::ToolEntry;
 use crate::error::Error;
 use crate::plugin::{CallContext, Notifier, Outcome, PluginError};
@@ -39,7 +40,7 @@ impl Call<'_> {
             // Each round of the call has the task deadline (the call timeout
             // unless configured); waiting for the client's input does not count.
             deadline: std::time::Instant::now() + round_deadline,
-            cancel: token.clone(),
+            cancel: Cancellation::of(token.clone()),
             input: None,
             // Tasks send no progress or log notifications (the extension defines none).
             notifier: Notifier::default(),
