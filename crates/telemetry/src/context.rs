@@ -85,6 +85,10 @@ pub fn parent_from_headers(span: &tracing::Span, headers: &http::HeaderMap) -> b
     // Header names made at compile time: a `&str` key is parsed at every lookup.
     const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(TRACEPARENT);
     const TRACESTATE_HEADER: HeaderName = HeaderName::from_static(TRACESTATE);
+    // Untraced (no collector), no span is made: nothing to adopt a parent.
+    if span.is_disabled() {
+        return false;
+    }
     let Some(traceparent) = headers.get(TRACEPARENT_HEADER).and_then(|v| v.to_str().ok()) else {
         return false;
     };

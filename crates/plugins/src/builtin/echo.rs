@@ -38,11 +38,14 @@ impl Plugin for Echo {
     fn call_tool<'a>(
         &'a self,
         _name: &'a str,
-        arguments: Map<String, Value>,
+        mut arguments: Map<String, Value>,
         _cx: CallContext,
     ) -> BoxFuture<'a, PluginResult<Outcome>> {
-        // The schema guarantees `text` is a string.
-        let text = arguments.get("text").and_then(Value::as_str).unwrap_or_default().to_owned();
+        // The schema guarantees `text` is a string; it is moved, not copied.
+        let text = match arguments.remove("text") {
+            Some(Value::String(text)) => text,
+            _ => String::new(),
+        };
         Box::pin(async move { Ok(Outcome::Complete(json!({ "content": [{ "type": "text", "text": text }] }))) })
     }
 }
