@@ -6,6 +6,10 @@
 #
 #   loadtest/callgrind-tools-call.sh target/release/switchyard [requests]
 #
+# Given the `loadtest` binary instead, it counts `loadtest bare`'s
+# hand-written handler (`hand.rs`), the baseline #18's `loadtest` row is
+# weighed against, on the same call.
+#
 # Starts the server under callgrind with instrumentation off, sends 300
 # requests to warm it, turns instrumentation on, sends `requests` (default
 # 2,000) one at a time on one keep-alive connection, dumps, and prints the
@@ -18,9 +22,14 @@ work=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
+if [[ $(basename "$binary") == loadtest ]]; then
+  serve=(bare --bind "127.0.0.1:$port")
+else
+  serve=(serve --bind "127.0.0.1:$port")
+fi
 SWITCHYARD_DATABASE_URL="sqlite://$work/registry.db" \
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
-  "$binary" serve --bind "127.0.0.1:$port" >"$work/server.log" 2>&1 &
+  "$binary" "${serve[@]}" >"$work/server.log" 2>&1 &
 server=$!
 
 python3 - "$port" "$requests" "$server" "$work" "$(dirname "$(realpath "$0")")" <<'EOF'

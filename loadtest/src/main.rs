@@ -41,7 +41,7 @@ struct Cli {
 enum Scenario {
     /// Serve the bare baseline: POST / answers a small JSON-RPC result
     /// without parsing the body; POST /mcp is the hand-written `tools/call`
-    /// handler (`hand.rs`).
+    /// handler (`hand.rs`); GET /readyz answers once it listens.
     Bare {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -296,6 +296,8 @@ async fn bare(bind: String) -> anyhow::Result<()> {
             }),
         )
         .route("/mcp", axum::routing::post(hand::tools_call))
+        // What `callgrind-tools-call.sh` waits for, as it does for Switchyard.
+        .route("/readyz", axum::routing::get(|| async { "ready" }))
         .route("/v1/traces", axum::routing::post(otlp_sink))
         .route("/v1/metrics", axum::routing::post(otlp_sink));
     let listener = tokio::net::TcpListener::bind(&bind).await?;
