@@ -14,6 +14,8 @@
 //! - `serve`: [`bind`] and [`serve`], the accept loop: HTTP/1.1 and cleartext
 //!   HTTP/2 on one port.
 //! - `endpoint`: the POST handler, in the validation order of DIGEST §8.6.
+//! - `head_timer`: hyper's timer for an HTTP/1.1 connection's head deadline,
+//!   one `Sleep` per connection rather than per request.
 //! - [`guard`]: Origin and Host allow-lists (DNS-rebinding protection), also
 //!   applied by the binary to the admin API.
 //! - [`limit`]: the rate-limit seam, asked before the body is read.
@@ -24,6 +26,7 @@ mod connection;
 mod endpoint;
 mod forwarded;
 pub mod guard;
+mod head_timer;
 pub mod limit;
 mod mirror;
 mod reply;

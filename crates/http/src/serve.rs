@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
+use crate::head_timer::HeadTimer;
 use crate::{Config, connection};
 
 /// Binds `address` with room for `backlog` connections waiting to be
@@ -96,9 +97,17 @@ pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown
                 request.map(Body::new)
             };
             // An HTTP/2 connection without streams is closed after the head
-            // deadline, as hyper closes an idle HTTP/1.1 one.
-            let (builder, activity) =
-                if revealed.is_h2() { (&builders.1, Some(connection::Activity::new())) } else { (&builders.0, None) };
+            // deadline, as hyper closes an idle HTTP/1.1 one. An HTTP/1.1
+            // connection keeps the `Sleep` of that deadline from one head
+            // to the next (see `head_timer`), so it has a timer of its own.
+            let (builder, activity) = if revealed.is_h2() {
+                (builders.1.clone(), Some(connection::Activity::new()))
+            } else {
+                // (A few `Arc`s and settings copied, once per connection.)
+                let mut builder = builders.0.clone();
+                builder.http1().timer(HeadTimer::default());
+                (builder, None)
+            };
             // A stream counts from its request's arrival until its response
             // is sent (or the client resets it, dropping the future or body).
             let tracked = activity.clone();
@@ -183,7 +192,8 @@ impl Stop {
     }
 }
 
-/// HTTP/1.1 and HTTP/2 settings of every connection.
+/// HTTP/1.1 and HTTP/2 settings of every connection. (An HTTP/1.1
+/// connection is given its own timer when it starts.)
 fn connection_builder(config: &Config) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Also between requests: an idle keep-alive connection is closed after it.
