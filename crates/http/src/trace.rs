@@ -1,17 +1,26 @@
 //! The HTTP server span and `http.server.request.duration` of every MCP
-//! request, through tower-http's `TraceLayer`: the span wraps the guard, the
-//! token check and the handler; its parent comes from W3C `traceparent` /
-//! `tracestate` headers when the client sent them. The MCP span of the
-//! message (core) is its child unless `_meta` names another parent.
+//! request: the span wraps the guard, the token check and the handler; its
+//! parent comes from W3C `traceparent` / `tracestate` headers when the
+//! client sent them. The MCP span of the message (core) is its child unless
+//! `_meta` names another parent.
+//!
+//! A layer of our own rather than tower-http's `TraceLayer`, which wraps
+//! every response body to time its chunks and its end (three clock reads a
+//! request, and the wrapper boxed again by axum) for callbacks we do not
+//! have. Here a body is wrapped only to keep a recorded span open while it
+//! streams (an SSE answer lasts as long as its body); untraced, it is not.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, Response, Version};
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use switchyard_telemetry::{FixedAttributes, RouteDurations};
-use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
-use tower_http::trace::{MakeSpan, OnResponse, TraceLayer};
+use tower::Service;
 use tracing::Span;
 
 /// The HTTP versions a span tells apart, in the order of `version_index`.
@@ -31,8 +40,6 @@ pub(crate) struct HttpSpans {
     durations: Arc<RouteDurations>,
 }
 
-pub(crate) type Layer = TraceLayer<SharedClassifier<ServerErrorsAsFailures>, HttpSpans, (), HttpSpans, (), (), ()>;
-
 /// The layer for the MCP route at `route`.
 pub(crate) fn layer(route: &str) -> Layer {
     let route_name: Arc<str> = Arc::from(route);
@@ -42,13 +49,110 @@ pub(crate) fn layer(route: &str) -> Layer {
         post_attributes: VERSIONS.iter().map(|version| attributes("POST", route, version)).collect(),
         durations: Arc::new(RouteDurations::new(route_name)),
     };
-    TraceLayer::new_for_http()
-        .make_span_with(spans.clone())
-        .on_request(())
-        .on_response(spans)
-        .on_body_chunk(())
-        .on_eos(())
-        .on_failure(())
+    Layer { spans: Arc::new(spans) }
+}
+
+/// Puts every request of the service it wraps in its HTTP span.
+#[derive(Clone)]
+pub(crate) struct Layer {
+    spans: Arc<HttpSpans>,
+}
+
+impl<S> tower::Layer<S> for Layer {
+    type Service = Traced<S>;
+
+    fn layer(&self, inner: S) -> Traced<S> {
+        Traced { inner, spans: Arc::clone(&self.spans) }
+    }
+}
+
+/// A service whose requests run in their HTTP span.
+#[derive(Clone)]
+pub(crate) struct Traced<S> {
+    inner: S,
+    spans: Arc<HttpSpans>,
+}
+
+impl<S> Service<Request<Body>> for Traced<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>>,
+    S::Future: Unpin,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = InSpan<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let span = self.spans.make_span(&request);
+        let started = Instant::now();
+        let response = span.in_scope(|| self.inner.call(request));
+        InSpan { response, span, started, spans: Arc::clone(&self.spans) }
+    }
+}
+
+/// A response on its way, polled in its span; records the span's status and
+/// the request's duration when the head is ready.
+pub(crate) struct InSpan<F> {
+    response: F,
+    span: Span,
+    started: Instant,
+    spans: Arc<HttpSpans>,
+}
+
+impl<F, E> Future for InSpan<F>
+where
+    F: Future<Output = Result<Response<Body>, E>> + Unpin,
+{
+    type Output = Result<Response<Body>, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let result = {
+            let _entered = this.span.enter();
+            ready!(Pin::new(&mut this.response).poll(cx))
+        };
+        Poll::Ready(result.map(|response| {
+            this.spans.on_response(&response, this.started.elapsed(), &this.span);
+            if this.span.is_disabled() {
+                return response;
+            }
+            // A recorded span lasts as long as the answer: an SSE body streams on.
+            let span = this.span.clone();
+            response.map(|body| Body::new(BodyInSpan { body, span }))
+        }))
+    }
+}
+
+/// A response body polled in its request's span, which it keeps open.
+struct BodyInSpan {
+    body: Body,
+    span: Span,
+}
+
+impl HttpBody for BodyInSpan {
+    type Data = <Body as HttpBody>::Data;
+    type Error = <Body as HttpBody>::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        let _entered = this.span.enter();
+        Pin::new(&mut this.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The span's attributes known from the request line.
@@ -61,8 +165,8 @@ fn attributes(method: &str, route: &str, version: &str) -> FixedAttributes {
     ])
 }
 
-impl MakeSpan<Body> for HttpSpans {
-    fn make_span(&mut self, request: &Request<Body>) -> Span {
+impl HttpSpans {
+    fn make_span(&self, request: &Request<Body>) -> Span {
         // The name and attributes are written into the span in one piece
         // (and the status at the end, by `annotate`): each field given
         // through `tracing` is a trip through the subscriber.
@@ -78,6 +182,20 @@ impl MakeSpan<Body> for HttpSpans {
         switchyard_telemetry::context::parent_from_headers(&span, request.headers());
         span
     }
+
+    fn on_response(&self, response: &Response<Body>, latency: Duration, span: &Span) {
+        let status = response.status().as_u16();
+        switchyard_telemetry::annotate(span, |annotations| {
+            annotations.int("http.response.status_code", i64::from(status));
+            if response.status().is_server_error() {
+                annotations.failed();
+            }
+        });
+        // The route takes only POST; every other method is answered 405 and
+        // a POST never is, so the status tells the method without keeping it.
+        let method = if status == 405 { "_OTHER" } else { "POST" };
+        self.durations.record(method, status, latency);
+    }
 }
 
 /// Where `version` is in [`VERSIONS`] (`network.protocol.version` as the
@@ -90,21 +208,5 @@ fn version_index(version: Version) -> usize {
         Version::HTTP_2 => 3,
         Version::HTTP_3 => 4,
         _ => 5,
-    }
-}
-
-impl OnResponse<Body> for HttpSpans {
-    fn on_response(self, response: &Response<Body>, latency: Duration, span: &Span) {
-        let status = response.status().as_u16();
-        switchyard_telemetry::annotate(span, |annotations| {
-            annotations.int("http.response.status_code", i64::from(status));
-            if response.status().is_server_error() {
-                annotations.failed();
-            }
-        });
-        // The route takes only POST; every other method is answered 405 and
-        // a POST never is, so the status tells the method without keeping it.
-        let method = if status == 405 { "_OTHER" } else { "POST" };
-        self.durations.record(method, status, latency);
     }
 }
