@@ -21,6 +21,7 @@
 //! - [`limit`]: the rate-limit seam, asked before the body is read.
 //! - `mirror`: `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`.
 //! - `reply`: JSON and SSE responses, the status table, cache headers.
+//! - `trace`: the HTTP server span and `http.server.request.duration`.
 
 mod connection;
 mod endpoint;
