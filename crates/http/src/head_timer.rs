@@ -3,11 +3,16 @@
 //!
 //! Through hyper-util's `TokioTimer` each request made a boxed
 //! `tokio::time::Sleep`, registered it in the runtime's timer wheel (behind
-//! a lock every worker shares) and took it out again: about 500
-//! instructions of a `tools/call` (callgrind, #18). [`HeadTimer`] keeps the
+//! a lock every worker shares) and took it out again. [`HeadTimer`] keeps the
 //! connection's one `Sleep` between heads and moves its deadline on, which
-//! for a later deadline (always, here) is one compare-and-swap in tokio: the
-//! wheel finds the new deadline when the old one comes round.
+//! for a later deadline (always, here) is one compare-and-swap in tokio
+//! while the `Sleep` is in the wheel: the wheel finds the new deadline when
+//! the old one comes round. It goes into the wheel (under the lock) the
+//! first time it is polled or moved, and again after it fired: when a
+//! request outlasted the deadline, which also wakes the connection's task
+//! once for nothing. What this saves is the shared lock, twice a request,
+//! more than instructions: callgrind counts the timer's part of a
+//! `tools/call` down from about 545 to 457 (#18, one core, uncontended).
 
 use std::future::Future;
 use std::pin::Pin;

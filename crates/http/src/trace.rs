@@ -7,8 +7,10 @@
 //! A layer of our own rather than tower-http's `TraceLayer`, which wraps
 //! every response body to time its chunks and its end (three clock reads a
 //! request, and the wrapper boxed again by axum) for callbacks we do not
-//! have. Here a body is wrapped only to keep a recorded span open while it
-//! streams (an SSE answer lasts as long as its body); untraced, it is not.
+//! have. Here a body is wrapped only to keep the span open while it streams
+//! (an SSE answer lasts as long as its body), and only when there is a span:
+//! untraced (no collector), there is none. A span sampled out is kept too,
+//! as its trace may yet be sampled once its parent is known.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -87,8 +89,8 @@ where
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let span = self.spans.make_span(&request);
         let started = Instant::now();
+        let span = self.spans.make_span(&request);
         let response = span.in_scope(|| self.inner.call(request));
         InSpan { response, span, started, spans: Arc::clone(&self.spans) }
     }
@@ -120,7 +122,7 @@ where
             if this.span.is_disabled() {
                 return response;
             }
-            // A recorded span lasts as long as the answer: an SSE body streams on.
+            // The span lasts as long as the answer: an SSE body streams on.
             let span = this.span.clone();
             response.map(|body| Body::new(BodyInSpan { body, span }))
         }))
