@@ -13,6 +13,7 @@
 //! connection, so an idle stream costs its stream state rather than a socket
 //! and two 8 KiB buffers, and one write carries an event to many streams.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -101,12 +102,12 @@ pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown
             // connection keeps the `Sleep` of that deadline from one head
             // to the next (see `head_timer`), so it has a timer of its own.
             let (builder, activity) = if revealed.is_h2() {
-                (builders.1.clone(), Some(connection::Activity::new()))
+                (Cow::Borrowed(&builders.1), Some(connection::Activity::new()))
             } else {
                 // (A few `Arc`s and settings copied, once per connection.)
                 let mut builder = builders.0.clone();
                 builder.http1().timer(HeadTimer::default());
-                (builder, None)
+                (Cow::Owned(builder), None)
             };
             // A stream counts from its request's arrival until its response
             // is sent (or the client resets it, dropping the future or body).
