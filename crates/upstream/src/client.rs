@@ -24,6 +24,7 @@ mod answer;
 mod asked;
 mod bounded;
 mod cancel;
+mod h2c;
 mod listen;
 mod relay;
 mod token;
@@ -131,6 +132,8 @@ pub(crate) use switchyard_answers::Weight;
 /// A client of one upstream MCP server.
 pub struct McpClient {
     http: reqwest::Client,
+    /// Where requests go when the spec says `h2c` (`client::h2c` says why).
+    h2c: Option<h2c::H2c>,
     /// For the token endpoint: `http` itself, unless that speaks `h2c`.
     token_http: reqwest::Client,
     spec: UpstreamSpec,
@@ -214,8 +217,13 @@ impl McpClient {
                 .map_err(|e| (format!("{}.token_url", spec.credentials.grant_field()), e.to_string()))?,
             _ => http.clone(),
         };
+        let h2c = match spec.h2c {
+            true => Some(h2c::H2c::new(&spec.url, &policy).map_err(|e| ("spec.url".to_owned(), e))?),
+            false => None,
+        };
         Ok(Arc::new(Self {
             http,
+            h2c,
             token_http,
             spec,
             policy,

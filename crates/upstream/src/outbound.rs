@@ -125,6 +125,27 @@ impl OutboundPolicy {
     pub(crate) fn resolver(&self) -> Arc<GuardedResolver> {
         Arc::new(GuardedResolver(self.clone()))
     }
+
+    /// The addresses `host` resolves to that this policy lets us connect to
+    /// (the URL check let the name through; how it was allowed decides
+    /// whether it may resolve to internal addresses), with `port`.
+    ///
+    /// # Errors
+    /// The lookup failed, or every address it gave is refused (the reason
+    /// for the first).
+    pub(crate) async fn addresses(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+        let how = self.host_allowed(host).unwrap_or(Allowed::Wildcard);
+        let found: Vec<SocketAddr> =
+            tokio::net::lookup_host((host, port)).await.map_err(|e| format!("{host}: {e}"))?.collect();
+        let allowed: Vec<SocketAddr> = found.iter().copied().filter(|a| self.check_ip(a.ip(), how).is_ok()).collect();
+        if allowed.is_empty() {
+            let why = found
+                .first()
+                .map_or_else(|| "no addresses".to_owned(), |a| self.check_ip(a.ip(), how).err().unwrap_or_default());
+            return Err(format!("{host} resolves only to refused addresses: {why}"));
+        }
+        Ok(allowed)
+    }
 }
 
 /// The IPv4 address an IPv6 one carries as `::ffff:a.b.c.d` (mapped) or
@@ -191,20 +212,7 @@ impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let policy = self.0.clone();
         Box::pin(async move {
-            let host = name.as_str().to_owned();
-            // The URL check let the name through, so it is allowed; only
-            // how decides whether it may resolve to internal addresses.
-            let how = policy.host_allowed(&host).unwrap_or(Allowed::Wildcard);
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> =
-                found.iter().copied().filter(|a| policy.check_ip(a.ip(), how).is_ok()).collect();
-            if allowed.is_empty() {
-                let why = found.first().map_or_else(
-                    || "no addresses".to_owned(),
-                    |a| policy.check_ip(a.ip(), how).err().unwrap_or_default(),
-                );
-                return Err(format!("{host} resolves only to refused addresses: {why}").into());
-            }
+            let allowed = policy.addresses(name.as_str(), 0).await?;
             let addrs: Addrs = Box::new(allowed.into_iter());
             Ok(addrs)
         })

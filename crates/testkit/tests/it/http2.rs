@@ -164,9 +164,37 @@ async fn an_upstream_marked_h2c_is_spoken_to_in_http2_on_one_connection() {
         }
     }
     let h2c = opened(&h2c_openings);
-    assert_eq!(h2c.len(), h2c_before, "8 calls at once ride the connection lists and the listen stream use");
+    assert_eq!(h2c.len(), h2c_before, "8 calls at once ride the connections the lists and the listen stream use");
     assert!(h2c.iter().all(|opening| opening == PREFACE), "{h2c:?}");
     let plain = opened(&plain_openings);
     assert!(plain.len() >= plain_before + 4, "HTTP/1.1 takes a connection per request in flight: {}", plain.len());
     assert!(plain.iter().all(|opening| opening.starts_with(b"POST ")), "{plain:?}");
+}
+
+/// Requests to an `h2c` upstream go on a connection of our own
+/// (`upstream::client::h2c`): a request and an answer larger than an HTTP/2
+/// stream's window go whole (the request buffered until the upstream grants
+/// window, the answer's window given back as it is read), and once the
+/// upstream has closed the connection (here its idle close, with GOAWAY),
+/// the next call opens another.
+#[tokio::test]
+async fn an_h2c_upstream_takes_large_messages_and_is_reconnected_after_it_closes() {
+    let upstream = App::start(&[("SWITCHYARD_HTTP__HEADER_READ_TIMEOUT", "1s")]).await;
+    let target = upstream.url().trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let (url, openings) = opening_relay(target).await;
+    let app = App::start(&[("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8")]).await;
+    let admin = crate::plugins::Admin::of(&app);
+    let spec = json!({"url": url, "h2c": true});
+    let (status, body) = admin.post("/plugins", json!({"namespace": "two", "kind": "upstream", "spec": spec})).await;
+    assert_eq!(status, 201, "{body}");
+    let client = app.client();
+    // Three times the 1 MiB the upstream grants a stream, and over the 2 MiB we grant one.
+    let large = "x".repeat(3 << 20);
+    let reply = client.request("tools/call", json!({"name": "two_echo", "arguments": {"text": large}})).await;
+    assert_eq!(reply.result()["content"][0]["text"].as_str().map(str::len), Some(large.len()), "{}", reply.status);
+    let before = openings.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(2500)).await; // past the upstream's idle close
+    let reply = client.request("tools/call", json!({"name": "two_echo", "arguments": {"text": "again"}})).await;
+    assert_eq!(reply.result()["content"][0]["text"], "again", "{:?}", reply.response());
+    assert_eq!(openings.lock().unwrap().len(), before + 1, "the closed connection was opened again, once");
 }

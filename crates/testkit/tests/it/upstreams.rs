@@ -147,21 +147,23 @@ async fn an_upstream_whose_lists_lie_is_refused_and_no_replica_falls() {
 /// Calls whose answers lie: an SSE event that never ends, an SSE answer of
 /// progress without end and no response, JSON 100,000 deep. Each is an `isError` naming the bound
 /// (or the parse failure), well before the call's deadline; the replica's
-/// other tools answer and its memory stays bounded.
+/// other tools answer and its memory stays bounded. Over HTTP/1.1 and h2c,
+/// whose requests take different ways (reqwest's pool, `client::h2c`).
 #[tokio::test]
 async fn a_call_whose_answer_lies_is_a_tool_error_and_nothing_more() {
     let upstream = HostileUpstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let database = format!("sqlite://{}", dir.path().join("registry.db").display());
     let mut replica = start_replica(&replica_env(&database)).await;
-    register(
-        &replica,
-        json!({"namespace": "h", "kind": "upstream", "spec": {"url": upstream.url(), "timeout_ms": 20000}}),
-    )
-    .await;
+    // Over HTTP/1.1 through reqwest, and over h2c on a connection of the client's own.
+    for (namespace, h2c) in [("h", false), ("hh", true)] {
+        let spec = json!({"url": upstream.url(), "timeout_ms": 20000, "h2c": h2c});
+        register(&replica, json!({"namespace": namespace, "kind": "upstream", "spec": spec})).await;
+    }
     let client = replica.client();
-    until("the replica serves the upstream's tool", Duration::from_secs(10), async || {
-        tool_names(&client).await.contains(&"h_ok".to_owned())
+    until("the replica serves the upstream's tools", Duration::from_secs(10), async || {
+        let names = tool_names(&client).await;
+        names.contains(&"h_ok".to_owned()) && names.contains(&"hh_ok".to_owned())
     })
     .await;
     for (behaviour, says) in [
@@ -170,14 +172,17 @@ async fn a_call_whose_answer_lies_is_a_tool_error_and_nothing_more() {
         (Behaviour::DeepJson, "recursion limit"),
     ] {
         upstream.become_(behaviour);
-        let started = Instant::now();
-        let reply = client.request("tools/call", json!({"name": "h_ok", "arguments": {}})).await;
-        let result = reply.result();
-        assert_eq!(result["isError"], true, "{behaviour:?}: {result}");
-        let text = result["content"][0]["text"].as_str().unwrap();
-        assert!(text.contains(says), "{behaviour:?}: {text}");
-        assert!(started.elapsed() < Duration::from_secs(15), "{behaviour:?}: refused at the bound, not the deadline");
-        assert_eq!(echo(&client).await["content"][0]["text"], "still here");
+        for tool in ["h_ok", "hh_ok"] {
+            let started = Instant::now();
+            let reply = client.request("tools/call", json!({"name": tool, "arguments": {}})).await;
+            let result = reply.result();
+            assert_eq!(result["isError"], true, "{behaviour:?}, {tool}: {result}");
+            let text = result["content"][0]["text"].as_str().unwrap();
+            assert!(text.contains(says), "{behaviour:?}, {tool}: {text}");
+            let elapsed = started.elapsed();
+            assert!(elapsed < Duration::from_secs(15), "{behaviour:?}, {tool}: refused at the bound, not the deadline");
+            assert_eq!(echo(&client).await["content"][0]["text"], "still here");
+        }
     }
     assert!(refusals(&replica, "message_bytes").await >= 1);
     assert!(refusals(&replica, "stream_bytes").await >= 1);

@@ -12,6 +12,7 @@ use switchyard_protocol::method::input;
 
 use super::asked::Interrupted;
 use super::relay::Passes;
+use super::wire::Response;
 use super::{CallError, Era, McpClient, Relay, Weight};
 use crate::limits::{Bound, UpstreamLimits};
 use crate::sse::{Message, SseBuffer, SseError};
@@ -19,7 +20,7 @@ use crate::sse::{Message, SseBuffer, SseError};
 /// An SSE answer being read: the stream, what of it is buffered, and the
 /// messages taken out of it but not yet looked at (a chunk can hold several).
 pub(crate) struct EventReader {
-    stream: BoxStream<'static, reqwest::Result<Bytes>>,
+    stream: BoxStream<'static, Result<Bytes, CallError>>,
     events: SseBuffer,
     queued: VecDeque<Message>,
     read: usize,
@@ -27,10 +28,10 @@ pub(crate) struct EventReader {
 }
 
 impl EventReader {
-    fn new(response: reqwest::Response, limits: &UpstreamLimits) -> Self {
+    fn new(response: Response, limits: &UpstreamLimits) -> Self {
         Self {
             status: response.status(),
-            stream: response.bytes_stream().boxed(),
+            stream: response.chunks().boxed(),
             events: SseBuffer::new(limits.max_message_bytes, limits.max_message_values),
             queued: VecDeque::new(),
             read: 0,
@@ -55,7 +56,7 @@ impl McpClient {
     /// rest of the stream waits in `relay` ([`CallError::Asked`]).
     pub(super) async fn reply_from_events(
         &self,
-        response: reqwest::Response,
+        response: Response,
         id: &Value,
         relay: Option<&Relay<'_>>,
         era: &Era,
@@ -107,7 +108,7 @@ impl McpClient {
                 let status = reader.status;
                 return Err(CallError::Transport(format!("the SSE stream (HTTP {status}) ended without a response")));
             };
-            let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
+            let chunk = chunk?;
             reader.read = reader.read.saturating_add(chunk.len());
             let messages = reader.events.push(&chunk).map_err(|e| self.sse_refused(e))?;
             reader.queued.extend(messages);
@@ -127,14 +128,14 @@ impl McpClient {
 /// The whole body of `response`, or `None` as soon as it is known to
 /// exceed `cap` bytes: from its `Content-Length` before reading, or while
 /// reading (the rest is not read).
-pub(super) async fn read_capped(response: reqwest::Response, cap: usize) -> Result<Option<Vec<u8>>, CallError> {
+pub(super) async fn read_capped(response: Response, cap: usize) -> Result<Option<Vec<u8>>, CallError> {
     if response.content_length().is_some_and(|length| length > cap as u64) {
         return Ok(None);
     }
     let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
+    let mut stream = std::pin::pin!(response.chunks());
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
+        let chunk = chunk?;
         if body.len() + chunk.len() > cap {
             return Ok(None);
         }

@@ -13,6 +13,7 @@ use sha2::{Digest as _, Sha256};
 use switchyard_core::Caller;
 
 use super::answer::read_capped;
+use super::wire::Response;
 use super::{CallError, McpClient};
 use crate::spec::{Credentials, TokenGrant};
 
@@ -232,7 +233,7 @@ impl McpClient {
                     NoToken::Failed(format!("token endpoint unreachable: {}", switchyard_core::error::chain(&e)))
                 })?;
             let status = response.status();
-            let answer: Value = read_capped(response, MAX_TOKEN_ANSWER_BYTES)
+            let answer: Value = read_capped(Response::Pooled(response), MAX_TOKEN_ANSWER_BYTES)
                 .await
                 .ok()
                 .flatten()

@@ -4,7 +4,11 @@
 //! cancel notice armed for a 2025-era session, and the answer read under the
 //! operator's bounds (JSON, or the call's SSE stream).
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use futures::future::Either;
+use futures::{Stream, StreamExt as _};
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use switchyard_core::Caller;
 use switchyard_protocol::method::request;
@@ -12,6 +16,7 @@ use switchyard_protocol::{headers, version};
 
 use super::answer::read_capped;
 use super::cancel::CancelOnDrop;
+use super::h2c::H2cResponse;
 use super::{Answer, CallError, Era, McpClient, Relay, Weight};
 use crate::limits::{Bound, json_values};
 
@@ -102,14 +107,18 @@ impl McpClient {
         relay: Option<&Relay<'_>>,
         caller: Option<&Caller>,
     ) -> Result<Answer, CallError> {
-        let response = self
-            .http
-            .post(self.spec.url.clone())
-            .headers(request_headers)
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
+        let response = match &self.h2c {
+            Some(h2c) => Response::H2c(h2c.post(request_headers, Bytes::from(body.to_string())).await?),
+            None => Response::Pooled(
+                self.http
+                    .post(self.spec.url.clone())
+                    .headers(request_headers)
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?,
+            ),
+        };
         let status = response.status();
         let session = response.headers().get(headers::SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
         // Whatever the body says: the Python SDK, for one, sends a JSON-RPC
@@ -158,6 +167,61 @@ impl McpClient {
             Ok(Answer { message: reply, session, weight })
         } else {
             Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response")))
+        }
+    }
+}
+
+/// An upstream's answer to a POST, by whichever way it came: reqwest's pool,
+/// or the connection of an upstream marked `h2c`.
+pub(super) enum Response {
+    Pooled(reqwest::Response),
+    H2c(H2cResponse),
+}
+
+impl Response {
+    pub(super) fn status(&self) -> StatusCode {
+        match self {
+            Self::Pooled(response) => response.status(),
+            Self::H2c(response) => response.status(),
+        }
+    }
+
+    pub(super) fn headers(&self) -> &HeaderMap {
+        match self {
+            Self::Pooled(response) => response.headers(),
+            Self::H2c(response) => response.headers(),
+        }
+    }
+
+    /// The length its head announces.
+    pub(super) fn content_length(&self) -> Option<u64> {
+        match self {
+            Self::Pooled(response) => response.content_length(),
+            Self::H2c(response) => response.headers().get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok(),
+        }
+    }
+
+    /// Its body, chunk by chunk as it arrives; a failure ends it.
+    pub(super) fn chunks(self) -> impl Stream<Item = Result<Bytes, CallError>> + Send + 'static {
+        let transport = |e: &dyn std::error::Error| CallError::Transport(switchyard_core::error::chain(e));
+        match self {
+            Self::Pooled(response) => {
+                Either::Left(response.bytes_stream().map(move |chunk| chunk.map_err(|e| transport(&e))))
+            }
+            Self::H2c(response) => {
+                Either::Right(futures::stream::unfold(Some(response.into_body()), move |body| async move {
+                    let mut body = body?;
+                    match body.data().await? {
+                        Ok(chunk) => {
+                            // What was read may be sent again: the window is what
+                            // this reader has not yet taken, never the whole answer.
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                            Some((Ok(chunk), Some(body)))
+                        }
+                        Err(e) => Some((Err(transport(&e)), None)),
+                    }
+                }))
+            }
         }
     }
 }

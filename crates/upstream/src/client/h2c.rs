@@ -1,0 +1,220 @@
+//! [`H2c`]: the connection an upstream marked `h2c` is sent its requests on,
+//! cleartext HTTP/2 by prior knowledge, over the `h2` crate itself.
+//!
+//! reqwest speaks h2c too, and still carries the listen stream, the cancel
+//! notices and the answers to an upstream's questions; requests go here
+//! because of what a call cost through it (#18, `loadtest plugin-call`):
+//! - hyper gave a request's body a task of its own whenever the connection
+//!   had not yet granted the stream window, which it had not for a new
+//!   stream, and the headers and the body often left in two writes. Here the
+//!   body is queued with the headers (`h2` buffers what exceeds the window),
+//!   and both leave together.
+//! - The connection's task, woken by each request, ran at once (tokio runs a
+//!   task woken by the running one next) and wrote each request alone: a
+//!   system call per call, which on loopback also wakes the upstream. Here
+//!   the task first lets every other task ready on its worker run
+//!   ([`Gathered`]), so under load one write carries the requests of many
+//!   calls, as one read already brought many answers.
+//!
+//! One connection per upstream, opened on first use under the outbound
+//! policy (every address DNS gives is checked) and opened again once it has
+//! failed or the upstream sent GOAWAY; requests in flight on a failed one fail
+//! in transport, which the client's retry budget may send again.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::client::{Connection, SendRequest};
+use reqwest::header::HeaderMap;
+use tokio::net::TcpStream;
+
+use super::CallError;
+use crate::outbound::OutboundPolicy;
+
+/// How long opening the connection may take (as reqwest's `connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// What an upstream's header block may take of our memory.
+const MAX_HEADER_LIST: u32 = 64 * 1024;
+/// What an upstream may send on a stream, and on the connection, before we
+/// read it: hyper's defaults, which the requests had through reqwest.
+const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
+
+/// The cleartext HTTP/2 connection of one upstream (module docs).
+pub(crate) struct H2c {
+    uri: http::Uri,
+    /// The URL's host without brackets, and its port.
+    host: String,
+    port: u16,
+    policy: OutboundPolicy,
+    /// The open connection's handle, cloned by each request.
+    open: std::sync::Mutex<Option<SendRequest<Bytes>>>,
+    /// Held while a connection is opened, so that concurrent first requests open one.
+    opening: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for H2c {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H2c").field("uri", &self.uri).finish_non_exhaustive()
+    }
+}
+
+/// An answer's head, with its body to read.
+pub(crate) type H2cResponse = http::Response<h2::RecvStream>;
+
+impl H2c {
+    /// The connection to `url` (an `http` URL the policy let through), opened on first use.
+    pub(crate) fn new(url: &reqwest::Url, policy: &OutboundPolicy) -> Result<Self, String> {
+        let uri: http::Uri = url.as_str().parse().map_err(|e| format!("{e}"))?;
+        let host = url.host_str().ok_or("the URL has no host")?;
+        Ok(Self {
+            uri,
+            host: host.trim_start_matches('[').trim_end_matches(']').to_owned(),
+            port: url.port_or_known_default().unwrap_or(80),
+            policy: policy.clone(),
+            open: std::sync::Mutex::new(None),
+            opening: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// POSTs `body` with `headers`; returns the answer's head once it came.
+    ///
+    /// # Errors
+    /// [`CallError::Transport`]: no connection, or the stream or the
+    /// connection failed before the head came.
+    pub(crate) async fn post(&self, headers: HeaderMap, body: Bytes) -> Result<H2cResponse, CallError> {
+        match self.send(headers.clone(), body.clone()).await {
+            // The upstream says it never processed the request (it was going
+            // away, or refused the stream): sent again, once, on a new
+            // connection, whatever the method, as nothing of it happened.
+            Err(Failed::Stream(e)) if unprocessed(&e) => self.send(headers, body).await,
+            sent => sent,
+        }
+        .map_err(|failed| match failed {
+            Failed::Connecting(e) => e,
+            Failed::Stream(e) => self.failed(&e),
+        })
+    }
+
+    /// One attempt of [`H2c::post`]. A failed connection needs no forgetting:
+    /// its handle is no longer ready (h2 keeps the connection's error, a
+    /// GOAWAY's too), so the next request opens another.
+    async fn send(&self, headers: HeaderMap, body: Bytes) -> Result<H2cResponse, Failed> {
+        let mut sender = self.ready().await.map_err(Failed::Connecting)?;
+        let mut request = http::Request::new(());
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = self.uri.clone();
+        *request.headers_mut() = headers;
+        request.headers_mut().insert(http::header::CONTENT_LENGTH, body.len().into());
+        let (response, mut stream) = sender.send_request(request, false).map_err(Failed::Stream)?;
+        stream.send_data(body, true).map_err(Failed::Stream)?;
+        response.await.map_err(Failed::Stream)
+    }
+
+    /// A handle on an open connection with room for a stream: the open one,
+    /// or a new one when it has closed.
+    async fn ready(&self) -> Result<SendRequest<Bytes>, CallError> {
+        if let Some(open) = self.handle()
+            && let Ok(ready) = open.ready().await
+        {
+            return Ok(ready);
+        }
+        let _opening = self.opening.lock().await;
+        // Opened while this request waited?
+        if let Some(open) = self.handle()
+            && let Ok(ready) = open.ready().await
+        {
+            return Ok(ready);
+        }
+        let opened = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
+            .await
+            .map_err(|_| CallError::Transport(format!("connecting to {} timed out", self.uri)))??;
+        *self.open.lock().unwrap_or_else(|p| p.into_inner()) = Some(opened.clone());
+        opened.ready().await.map_err(|e| self.failed(&e))
+    }
+
+    /// `error`, on the stream or the connection, as the call's error.
+    fn failed(&self, error: &h2::Error) -> CallError {
+        CallError::Transport(format!("{}: {}", self.uri, switchyard_core::error::chain(error)))
+    }
+
+    fn handle(&self) -> Option<SendRequest<Bytes>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Opens a connection: the first address the policy allows that accepts,
+    /// then the HTTP/2 handshake; its task runs until the connection ends.
+    async fn open(&self) -> Result<SendRequest<Bytes>, CallError> {
+        let addresses = self.policy.addresses(&self.host, self.port).await.map_err(CallError::Transport)?;
+        let tcp = connect_any(&addresses).await?;
+        let (sender, connection) = h2::client::Builder::new()
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .max_header_list_size(MAX_HEADER_LIST)
+            .enable_push(false)
+            .handshake::<_, Bytes>(tcp)
+            .await
+            .map_err(|e| self.failed(&e))?;
+        let uri = self.uri.clone();
+        tokio::spawn(async move {
+            if let Err(e) = (Gathered { connection, gathered: false }).await {
+                tracing::debug!(upstream = %uri, error = %e, "upstream HTTP/2 connection ended");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+/// How an attempt failed: no connection to send on, or the request's stream.
+enum Failed {
+    Connecting(CallError),
+    Stream(h2::Error),
+}
+
+/// Whether `error` says the upstream did not process the request: a GOAWAY
+/// that excluded its stream, or the stream refused (RFC 9113, 8.7).
+fn unprocessed(error: &h2::Error) -> bool {
+    (error.is_go_away() && error.is_remote()) || error.reason() == Some(h2::Reason::REFUSED_STREAM)
+}
+
+/// A TCP connection to the first of `addresses` that accepts, without Nagle's delay.
+async fn connect_any(addresses: &[SocketAddr]) -> Result<TcpStream, CallError> {
+    let mut last = None;
+    for address in addresses {
+        match TcpStream::connect(address).await {
+            Ok(tcp) => {
+                tcp.set_nodelay(true).map_err(|e| CallError::Transport(e.to_string()))?;
+                return Ok(tcp);
+            }
+            Err(e) => last = Some(format!("{address}: {e}")),
+        }
+    }
+    Err(CallError::Transport(last.unwrap_or_else(|| "no address to connect to".into())))
+}
+
+/// Drives a connection, letting the tasks ready on its worker run before
+/// each turn (module docs): woken, it asks to be polled again and yields
+/// once (tokio puts a task that woke itself behind the others ready), then
+/// reads and writes what has gathered meanwhile.
+struct Gathered {
+    connection: Connection<TcpStream, Bytes>,
+    gathered: bool,
+}
+
+impl Future for Gathered {
+    type Output = Result<(), h2::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if !self.gathered {
+            self.gathered = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.gathered = false;
+        Pin::new(&mut self.connection).poll(cx)
+    }
+}
