@@ -39,8 +39,9 @@
 # pass's, so that the default server's stay densest. With WASM_MODULE set (the
 # units example: `cargo build --profile wasm-guest --target wasm32-wasip1 -p
 # switchyard-example-units`), a last pass registers it and an upstream server
-# through the admin API and calls both (wasmtime's compiler and runtime, the
-# upstream client), and its functions come last.
+# (over HTTP/1.1, and again as `h2c`) through the admin API and calls them
+# (wasmtime's compiler and runtime, the upstream client), and its functions
+# come last.
 #
 #   PG_ADMIN_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379 \
 #     WASM_MODULE=target/wasm32-wasip1/wasm-guest/switchyard_example_units.wasm \
@@ -118,18 +119,20 @@ if len(sys.argv) > 2:
     r = c.getresponse(); uploaded = json.loads(r.read())
     assert r.status < 300, uploaded
     for plugin in ({"namespace": "units", "kind": "wasm", "spec": {"artifact": uploaded["sha256"]}},
-                   {"namespace": "up", "kind": "upstream", "spec": {"url": upstream}}):
+                   {"namespace": "up", "kind": "upstream", "spec": {"url": upstream}},
+                   {"namespace": "uph2", "kind": "upstream", "spec": {"url": upstream, "h2c": True}}):
         c.request("POST", "/admin/v1/plugins", json.dumps(plugin), {"content-type": "application/json"})
         r = c.getresponse(); answer = r.read()
         assert r.status < 300, answer
     for _ in range(600):
         names = {tool["name"] for tool in result("tools/list").get("tools", [])}
-        if {"units_convert", "up_echo"} <= names: break
+        if {"units_convert", "up_echo", "uph2_echo"} <= names: break
         time.sleep(0.1)
     else:
         sys.exit("the plugins' tools did not appear")
 # Arguments that get the plugins' tools past validation into their code.
-ARGUMENTS = {"up_echo": {"text": "hello"}, "units_convert": {"value": 1, "from": "mi", "to": "km"}}
+ARGUMENTS = {"up_echo": {"text": "hello"}, "uph2_echo": {"text": "hello"},
+             "units_convert": {"value": 1, "from": "mi", "to": "km"}}
 
 for _ in range(3):
     for path in ("/healthz", "/readyz", "/metrics"):

@@ -33,7 +33,9 @@
 //! - Resilience (`breaker`): after failures in a row an upstream is not sent
 //!   to until a probe answers, and idempotent requests that failed in
 //!   transport are sent again within a retry budget. Connections are pooled
-//!   and kept alive, over HTTP/2 where the upstream offers it (or `h2c`).
+//!   and kept alive, over HTTP/2 where the upstream offers it. An upstream
+//!   marked `h2c` is sent its requests on one connection of the client's own
+//!   (`client::h2c`), whose writes carry the requests of many calls at once.
 //! - The answer cache (`switchyard-answers`, shared with WASM plugins):
 //!   answers kept for their `ttlMs`, public ones for every caller and
 //!   private ones per authorization context, identical reads in flight asked

@@ -9,6 +9,11 @@ use switchyard_core::plugin_spec::{invalid, only_known};
 
 use crate::secrets::{SecretPolicy, SecretRef};
 
+/// Header names about a connection, which a credential cannot be sent as
+/// (RFC 9110, 7.6.1; HTTP/2 refuses every one of them, RFC 9113, 8.2.2).
+const HOP_BY_HOP: [&str; 7] =
+    ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "host"];
+
 /// How Switchyard authenticates itself to the upstream.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Credentials {
@@ -166,6 +171,10 @@ fn parse_auth(auth: &Value, secrets: &SecretPolicy) -> Result<Credentials, SpecE
             .and_then(Value::as_str)
             .filter(|n| reqwest::header::HeaderName::from_bytes(n.as_bytes()).is_ok())
             .ok_or_else(|| invalid("auth.header.name", "must be an HTTP header name"))?;
+        // Headers about the connection itself, not the request: HTTP/2 forbids them.
+        if HOP_BY_HOP.iter().any(|hop| name.eq_ignore_ascii_case(hop)) {
+            return Err(invalid("auth.header.name", "names a header about the connection, not a credential"));
+        }
         let value = secret(header, "auth.header.", "value", secrets)?;
         return Ok(Credentials::Header { name: name.to_owned(), value });
     }
@@ -262,6 +271,8 @@ mod tests {
         assert_eq!(field(json!({"url": "http://u:p@x/"})), "url");
         assert_eq!(field(json!({"url": "http://x/", "timeout_ms": 0})), "timeout_ms");
         assert_eq!(field(json!({"url": "https://x/", "h2c": true})), "h2c");
+        let connection = json!({"url": "http://x/", "auth": {"header": {"name": "Connection", "value_from_env": "K"}}});
+        assert_eq!(field(connection), "auth.header.name");
         assert_eq!(field(json!({"url": "http://x/", "h2c": "yes"})), "h2c");
         assert!(UpstreamSpec::parse(&json!({"url": "http://x/", "h2c": true}), &policy).unwrap().h2c);
         assert_eq!(

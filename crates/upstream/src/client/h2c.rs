@@ -17,9 +17,17 @@
 //!   calls, as one read already brought many answers.
 //!
 //! One connection per upstream, opened on first use under the outbound
-//! policy (every address DNS gives is checked) and opened again once it has
-//! failed or the upstream sent GOAWAY; requests in flight on a failed one fail
-//! in transport, which the client's retry budget may send again.
+//! policy (every address DNS gives is checked, each given its share of the
+//! connect timeout) and opened again once it has failed, the upstream sent
+//! GOAWAY, or a ping went unanswered (pinged every 30 s, as reqwest pinged a
+//! connection with a request open, so that one a peer or a middlebox dropped
+//! silently is found). Requests in flight on a failed one fail in transport,
+//! which the client's retry budget may send again; one the upstream says it
+//! never processed is sent again here.
+//!
+//! The cost of [`Gathered`]: each wake of the connection's task is two
+//! polls, and at low load, with other workers idle, the yield may wake one of
+//! them to take the task.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -35,12 +43,18 @@ use tokio::net::TcpStream;
 use super::CallError;
 use crate::outbound::OutboundPolicy;
 
-/// How long opening the connection may take (as reqwest's `connect_timeout`).
+/// How long resolving the upstream's name may take, and connecting to its
+/// addresses, shared between them (as reqwest's `connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often an open connection is pinged, and how long its pong may take.
+const PING_INTERVAL: Duration = Duration::from_secs(30);
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// Streams opened before the upstream's own limit is known (hyper's default).
+const FIRST_MAX_STREAMS: usize = 100;
 /// What an upstream's header block may take of our memory.
 const MAX_HEADER_LIST: u32 = 64 * 1024;
 /// What an upstream may send on a stream, and on the connection, before we
-/// read it: hyper's defaults, which the requests had through reqwest.
+/// read it: hyper's windows, which the requests had through reqwest.
 const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
 const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
 
@@ -89,8 +103,8 @@ impl H2c {
     pub(crate) async fn post(&self, headers: HeaderMap, body: Bytes) -> Result<H2cResponse, CallError> {
         match self.send(headers.clone(), body.clone()).await {
             // The upstream says it never processed the request (it was going
-            // away, or refused the stream): sent again, once, on a new
-            // connection, whatever the method, as nothing of it happened.
+            // away, or refused the stream): sent again, once (after a GOAWAY,
+            // on a new connection), whatever the method, as nothing of it happened.
             Err(Failed::Stream(e)) if unprocessed(&e) => self.send(headers, body).await,
             sent => sent,
         }
@@ -115,8 +129,9 @@ impl H2c {
         response.await.map_err(Failed::Stream)
     }
 
-    /// A handle on an open connection with room for a stream: the open one,
-    /// or a new one when it has closed.
+    /// A handle on an open connection: the open one, or a new one when it
+    /// has closed. A request beyond the upstream's limit of streams waits in
+    /// `h2` for one to end (bounded by the client's `max_in_flight`).
     async fn ready(&self) -> Result<SendRequest<Bytes>, CallError> {
         if let Some(open) = self.handle()
             && let Ok(ready) = open.ready().await
@@ -130,9 +145,7 @@ impl H2c {
         {
             return Ok(ready);
         }
-        let opened = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
-            .await
-            .map_err(|_| CallError::Transport(format!("connecting to {} timed out", self.uri)))??;
+        let opened = self.open().await?;
         *self.open.lock().unwrap_or_else(|p| p.into_inner()) = Some(opened.clone());
         opened.ready().await.map_err(|e| self.failed(&e))
     }
@@ -149,9 +162,14 @@ impl H2c {
     /// Opens a connection: the first address the policy allows that accepts,
     /// then the HTTP/2 handshake; its task runs until the connection ends.
     async fn open(&self) -> Result<SendRequest<Bytes>, CallError> {
-        let addresses = self.policy.addresses(&self.host, self.port).await.map_err(CallError::Transport)?;
+        let addresses = tokio::time::timeout(CONNECT_TIMEOUT, self.policy.addresses(&self.host, self.port))
+            .await
+            .map_err(|_| CallError::Transport(format!("resolving {} timed out", self.host)))?
+            .map_err(CallError::Transport)?;
         let tcp = connect_any(&addresses).await?;
-        let (sender, connection) = h2::client::Builder::new()
+        // (The handshake only queues our preface and settings: it waits for nothing.)
+        let (sender, mut connection) = h2::client::Builder::new()
+            .initial_max_send_streams(FIRST_MAX_STREAMS)
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .max_header_list_size(MAX_HEADER_LIST)
@@ -160,9 +178,21 @@ impl H2c {
             .await
             .map_err(|e| self.failed(&e))?;
         let uri = self.uri.clone();
+        let pings = connection.ping_pong();
         tokio::spawn(async move {
-            if let Err(e) = (Gathered { connection, gathered: false }).await {
-                tracing::debug!(upstream = %uri, error = %e, "upstream HTTP/2 connection ended");
+            let driven = Gathered { connection, gathered: false };
+            // Unanswered, the connection is dropped: its streams fail, and
+            // its handle is no longer ready.
+            let ended = match pings {
+                Some(pings) => tokio::select! {
+                    biased;
+                    ended = driven => ended.map_err(|e| e.to_string()),
+                    silent = keep_alive(pings) => Err(silent),
+                },
+                None => driven.await.map_err(|e| e.to_string()),
+            };
+            if let Err(error) = ended {
+                tracing::debug!(upstream = %uri, %error, "upstream HTTP/2 connection ended");
             }
         });
         Ok(sender)
@@ -178,19 +208,37 @@ enum Failed {
 /// Whether `error` says the upstream did not process the request: a GOAWAY
 /// that excluded its stream, or the stream refused (RFC 9113, 8.7).
 fn unprocessed(error: &h2::Error) -> bool {
-    (error.is_go_away() && error.is_remote()) || error.reason() == Some(h2::Reason::REFUSED_STREAM)
+    error.is_remote() && (error.is_go_away() || error.reason() == Some(h2::Reason::REFUSED_STREAM))
 }
 
-/// A TCP connection to the first of `addresses` that accepts, without Nagle's delay.
+/// Pings every [`PING_INTERVAL`]; returns why, once a ping fails or is not
+/// answered within [`PING_TIMEOUT`].
+async fn keep_alive(mut pings: h2::PingPong) -> String {
+    loop {
+        tokio::time::sleep(PING_INTERVAL).await;
+        match tokio::time::timeout(PING_TIMEOUT, pings.ping(h2::Ping::opaque())).await {
+            Ok(Ok(_pong)) => {}
+            Ok(Err(e)) => return e.to_string(),
+            Err(_) => return format!("no answer to a ping within {PING_TIMEOUT:?}"),
+        }
+    }
+}
+
+/// A TCP connection to the first of `addresses` that accepts, without
+/// Nagle's delay. Each address has an equal share of [`CONNECT_TIMEOUT`], so
+/// one that never answers (an IPv6 address without a route, say) leaves time
+/// for the next.
 async fn connect_any(addresses: &[SocketAddr]) -> Result<TcpStream, CallError> {
+    let share = CONNECT_TIMEOUT / u32::try_from(addresses.len().max(1)).unwrap_or(u32::MAX);
     let mut last = None;
     for address in addresses {
-        match TcpStream::connect(address).await {
-            Ok(tcp) => {
+        match tokio::time::timeout(share, TcpStream::connect(address)).await {
+            Ok(Ok(tcp)) => {
                 tcp.set_nodelay(true).map_err(|e| CallError::Transport(e.to_string()))?;
                 return Ok(tcp);
             }
-            Err(e) => last = Some(format!("{address}: {e}")),
+            Ok(Err(e)) => last = Some(format!("{address}: {e}")),
+            Err(_) => last = Some(format!("{address}: no answer within {share:?}")),
         }
     }
     Err(CallError::Transport(last.unwrap_or_else(|| "no address to connect to".into())))
