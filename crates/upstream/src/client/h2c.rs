@@ -38,6 +38,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::client::{Connection, SendRequest};
 use reqwest::header::HeaderMap;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::CallError;
@@ -248,12 +249,12 @@ async fn connect_any(addresses: &[SocketAddr]) -> Result<TcpStream, CallError> {
 /// each turn (module docs): woken, it asks to be polled again and yields
 /// once (tokio puts a task that woke itself behind the others ready), then
 /// reads and writes what has gathered meanwhile.
-struct Gathered {
-    connection: Connection<TcpStream, Bytes>,
+struct Gathered<T> {
+    connection: Connection<T, Bytes>,
     gathered: bool,
 }
 
-impl Future for Gathered {
+impl<T: AsyncRead + AsyncWrite + Unpin> Future for Gathered<T> {
     type Output = Result<(), h2::Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -264,5 +265,43 @@ impl Future for Gathered {
         }
         self.gathered = false;
         Pin::new(&mut self.connection).poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client connection over an in-memory pipe, driven as `open` drives
+    /// it, and its pings; `answering` says whether the far end runs an HTTP/2
+    /// server (which answers pings), else it is returned, open and unread.
+    /// The handle is returned too: a client connection without one closes.
+    async fn connection(answering: bool) -> (h2::PingPong, SendRequest<Bytes>, Option<tokio::io::DuplexStream>) {
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let (sender, mut connection) = h2::client::handshake(ours).await.unwrap();
+        let pings = connection.ping_pong().unwrap();
+        tokio::spawn(Gathered { connection, gathered: false });
+        if !answering {
+            return (pings, sender, Some(theirs));
+        }
+        tokio::spawn(async move {
+            let mut server = h2::server::handshake(theirs).await.unwrap();
+            while server.accept().await.is_some() {}
+        });
+        (pings, sender, None)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_whose_pings_go_unanswered_is_given_up() {
+        let (pings, _open, _unread) = connection(false).await;
+        let why = tokio::time::timeout(10 * PING_INTERVAL, keep_alive(pings)).await.expect("given up");
+        assert!(why.contains("no answer to a ping"), "{why}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_answers_its_pings_is_kept() {
+        let (pings, _open, _) = connection(true).await;
+        let kept = tokio::time::timeout(10 * PING_INTERVAL, keep_alive(pings)).await;
+        assert!(kept.is_err(), "given up: {kept:?}");
     }
 }
