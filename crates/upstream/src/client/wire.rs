@@ -1,8 +1,10 @@
 //! What goes on the wire for [`McpClient`]: the headers every request to
 //! an upstream carries (content negotiation, the revision, `Mcp-Method` and
 //! `Mcp-Name`, our credentials, never the caller's), one POST with its
-//! cancel notice armed for a 2025-era session, and the answer read under the
-//! operator's bounds (JSON, or the call's SSE stream).
+//! cancel notice armed for a 2025-era session (through reqwest's pool, or on
+//! the connection of an upstream marked `h2c`: [`Response`] is either
+//! answer), and the answer read under the operator's bounds (JSON, or the
+//! call's SSE stream).
 
 use bytes::Bytes;
 use futures::future::Either;
