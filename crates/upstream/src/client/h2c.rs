@@ -26,7 +26,8 @@
 //! never processed is sent again here.
 //!
 //! The cost of [`gathered`]: each wake of the connection's task is two
-//! polls, and its turn comes once the worker has nothing else ready.
+//! polls, and its turn comes once its worker has run what was ready (or at
+//! tokio's event interval, under a queue that never empties).
 
 use std::net::SocketAddr;
 use std::task::Poll;
