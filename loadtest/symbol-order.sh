@@ -56,6 +56,10 @@ if [[ $1 == --check ]]; then
     /^#/ || $0 == "" { next }
     { listed++; if ($0 in present) found++ }
     END {
+      if (length(present) == 0 || listed == 0) {
+        print "no symbols read from " binary " (is it stripped, or is nm missing?), or an empty list" > "/dev/stderr"
+        exit 1
+      }
       share = 100 * found / listed
       printf "%d of the %d listed functions are in %s (%.1f%%)\n", found, listed, binary, share
       if (share < least) {
