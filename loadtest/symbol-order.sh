@@ -22,9 +22,9 @@
 # build has them all), and fails when that share is under MIN (a percentage):
 # the image's build runs it with 100, so an image is never built from a list
 # that changes in the code have left stale (which once raised an idle server
-# from 11 to 15 MiB and slowed it under load; at 99.2% it idled 1 MiB higher). The list's first line, a
-# comment to the linker, names the compiler the binary was built with; the
-# build warns when its own differs.
+# from 11 to 15 MiB and slowed it under load; at 99.2% it idled 1 MiB
+# higher). The list's first line, a comment to the linker, names the compiler
+# the binary was built with; the build warns when its own differs.
 #
 # Runs the binary under callgrind (valgrind, python3) with names left mangled:
 # start, requests of every list, read, get and call method, completion, ping

@@ -60,9 +60,6 @@ const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
 /// The cleartext HTTP/2 connection of one upstream (module docs).
 pub(crate) struct H2c {
     uri: http::Uri,
-    /// The URL's host without brackets, and its port.
-    host: String,
-    port: u16,
     policy: OutboundPolicy,
     /// The open connection's handle, cloned by each request.
     open: std::sync::Mutex<Option<SendRequest<Bytes>>>,
@@ -83,11 +80,11 @@ impl H2c {
     /// The connection to `url` (an `http` URL the policy let through), opened on first use.
     pub(crate) fn new(url: &reqwest::Url, policy: &OutboundPolicy) -> Result<Self, String> {
         let uri: http::Uri = url.as_str().parse().map_err(|e| format!("{e}"))?;
-        let host = url.host_str().ok_or("the URL has no host")?;
+        if uri.host().is_none() {
+            return Err("the URL has no host".into());
+        }
         Ok(Self {
             uri,
-            host: host.trim_start_matches('[').trim_end_matches(']').to_owned(),
-            port: url.port_or_known_default().unwrap_or(80),
             policy: policy.clone(),
             open: std::sync::Mutex::new(None),
             opening: tokio::sync::Mutex::new(()),
@@ -132,16 +129,12 @@ impl H2c {
     /// has closed. A request beyond the upstream's limit of streams waits in
     /// `h2` for one to end (bounded by the client's `max_in_flight`).
     async fn ready(&self) -> Result<SendRequest<Bytes>, CallError> {
-        if let Some(open) = self.handle()
-            && let Ok(ready) = open.ready().await
-        {
+        if let Some(ready) = self.still_open().await {
             return Ok(ready);
         }
         let _opening = self.opening.lock().await;
         // Opened while this request waited?
-        if let Some(open) = self.handle()
-            && let Ok(ready) = open.ready().await
-        {
+        if let Some(ready) = self.still_open().await {
             return Ok(ready);
         }
         let opened = self.open().await?;
@@ -149,21 +142,26 @@ impl H2c {
         opened.ready().await.map_err(|e| self.failed(&e))
     }
 
+    /// The open connection's handle, unless there is none or it has failed.
+    async fn still_open(&self) -> Option<SendRequest<Bytes>> {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        open.ready().await.ok()
+    }
+
     /// `error`, on the stream or the connection, as the call's error.
     fn failed(&self, error: &h2::Error) -> CallError {
         CallError::Transport(format!("{}: {}", self.uri, switchyard_core::error::chain(error)))
     }
 
-    fn handle(&self) -> Option<SendRequest<Bytes>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
     /// Opens a connection: the first address the policy allows that accepts,
     /// then the HTTP/2 handshake; its task runs until the connection ends.
     async fn open(&self) -> Result<SendRequest<Bytes>, CallError> {
-        let addresses = tokio::time::timeout(CONNECT_TIMEOUT, self.policy.addresses(&self.host, self.port))
+        // (`new` made sure there is a host; an IPv6 one comes in brackets.)
+        let host = self.uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+        let port = self.uri.port_u16().unwrap_or(80);
+        let addresses = tokio::time::timeout(CONNECT_TIMEOUT, self.policy.addresses(host, port))
             .await
-            .map_err(|_| CallError::Transport(format!("resolving {} timed out", self.host)))?
+            .map_err(|_| CallError::Transport(format!("resolving {host} timed out")))?
             .map_err(CallError::Transport)?;
         let tcp = connect_any(&addresses).await?;
         // (The handshake only queues our preface and settings: it waits for nothing.)
@@ -286,6 +284,17 @@ mod tests {
             while server.accept().await.is_some() {}
         });
         (pings, sender, None)
+    }
+
+    /// The host and port come from the URL, an IPv6 literal without its
+    /// brackets: the connection is tried at `[::1]:9` itself (where nothing
+    /// listens), not refused at resolving.
+    #[tokio::test]
+    async fn an_ipv6_literal_is_connected_to_at_its_address_and_port() {
+        let policy = OutboundPolicy { allowed_ranges: vec!["::1/128".parse().unwrap()], ..OutboundPolicy::default() };
+        let h2c = H2c::new(&reqwest::Url::parse("http://[::1]:9/mcp").unwrap(), &policy).unwrap();
+        let Err(CallError::Transport(why)) = h2c.open().await else { panic!("connected to the discard port") };
+        assert!(why.starts_with("[::1]:9: "), "{why}");
     }
 
     #[tokio::test(start_paused = true)]
