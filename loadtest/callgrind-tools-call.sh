@@ -15,39 +15,79 @@
 # 2,000) one at a time on one keep-alive connection, dumps, and prints the
 # instructions per request. Needs valgrind and python3. With CALLGRIND_OUT=FILE
 # set, the dump is kept there for `callgrind_annotate FILE`.
+#
+# With UPSTREAM=h2c (or UPSTREAM=http1), the call is an upstream tool's
+# instead: a second server of the same binary, not under callgrind, is
+# registered in the counted one as namespace `up` (cleartext HTTP/2 or
+# HTTP/1.1), and `up_echo` is called; the count is the front server's alone.
+# With WASM=MODULE (the units example), the call is that module's
+# `units_convert`, registered as namespace `units`.
 set -euo pipefail
 binary=$(realpath "$1")
 requests=${2:-2000}
 work=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+upstream=
+trap 'kill "$server" $upstream 2>/dev/null || true; rm -rf "$work"' EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+upstream_port=
+case ${UPSTREAM:-} in
+  "") ;;
+  h2c | http1)
+    upstream_port=$(free_port)
+    SWITCHYARD_DATABASE_URL="sqlite://$work/upstream.db" SWITCHYARD_LOG=warn \
+      "$binary" serve --bind "127.0.0.1:$upstream_port" >"$work/upstream.log" 2>&1 &
+    upstream=$!
+    ;;
+  *) echo "UPSTREAM is h2c or http1" >&2; exit 2 ;;
+esac
 
 if [[ $(basename "$binary") == loadtest ]]; then
   serve=(bare --bind "127.0.0.1:$port")
 else
   serve=(serve --bind "127.0.0.1:$port")
 fi
-SWITCHYARD_DATABASE_URL="sqlite://$work/registry.db" \
+SWITCHYARD_DATABASE_URL="sqlite://$work/registry.db" SWITCHYARD_UPSTREAM__ALLOWED_RANGES=127.0.0.0/8 \
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
   "$binary" "${serve[@]}" >"$work/server.log" 2>&1 &
 server=$!
 
-python3 - "$port" "$requests" "$server" "$work" "$(dirname "$(realpath "$0")")" <<'EOF'
+python3 - "$port" "$requests" "$server" "$work" "$(dirname "$(realpath "$0")")" "${UPSTREAM:-}" "$upstream_port" "${WASM:+$(realpath "${WASM:-}")}" <<'EOF'
 import json, subprocess, sys, time, glob
 port, requests, pid, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 sys.path.insert(0, sys.argv[5])
 from ready import connect_when_ready
+upstream, tool = sys.argv[6], "echo"
+c = connect_when_ready(port)
+if upstream:
+    connect_when_ready(int(sys.argv[7])).close()
+    spec = {"url": f"http://127.0.0.1:{sys.argv[7]}/mcp", "h2c": upstream == "h2c"}
+    c.request("POST", "/admin/v1/plugins", json.dumps({"namespace": "up", "kind": "upstream", "spec": spec}),
+              {"content-type": "application/json"})
+    r = c.getresponse(); r.read()
+    assert r.status < 300, r.status
+    tool = "up_echo"
+arguments, expected = {"text": "hello"}, b"hello"
+if sys.argv[8]:
+    c.request("POST", "/admin/v1/artifacts", open(sys.argv[8], "rb").read(), {"content-type": "application/wasm"})
+    r = c.getresponse(); artifact = json.loads(r.read())
+    assert r.status < 300, r.status
+    spec = {"artifact": artifact["sha256"]}
+    c.request("POST", "/admin/v1/plugins", json.dumps({"namespace": "units", "kind": "wasm", "spec": spec}),
+              {"content-type": "application/json"})
+    r = c.getresponse(); r.read()
+    assert r.status < 300, r.status
+    tool, arguments, expected = "units_convert", {"value": 1, "from": "mi", "to": "km"}, b"1.609344"
 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": "echo", "arguments": {"text": "hello"},
+    "name": tool, "arguments": arguments,
     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
               "io.modelcontextprotocol/clientCapabilities": {}}}})
 headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-           "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
-c = connect_when_ready(port)
+           "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": tool}
 def call(n):
     for _ in range(n):
         c.request("POST", "/mcp", body, headers); r = c.getresponse(); answer = r.read()
-        assert r.status == 200 and b"hello" in answer, answer
+        assert r.status == 200 and expected in answer, answer
 call(300)
 subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
 call(requests)

@@ -360,13 +360,18 @@ impl McpClient {
         }
     }
 
+    /// The era: known after the first request, else learned (boxed: the
+    /// learning's requests would make every request's future larger).
+    async fn era(&self) -> Result<Era, CallError> {
+        match self.known_era() {
+            Era::Unknown => Box::pin(self.learn_era()).await,
+            known => Ok(known),
+        }
+    }
+
     /// Learns the era on first use: `server/discover` first; a server that
     /// does not know it (or the stateless revision) gets `initialize`.
-    async fn era(&self) -> Result<Era, CallError> {
-        let known = self.known_era();
-        if known != Era::Unknown {
-            return Ok(known);
-        }
+    async fn learn_era(&self) -> Result<Era, CallError> {
         let _learning = self.learning.lock().await;
         let known = self.known_era();
         if known != Era::Unknown {

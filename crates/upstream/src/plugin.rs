@@ -360,8 +360,11 @@ impl Plugin for UpstreamPlugin {
             }
             let target =
                 (read_only && self.tools_cacheable.load(Ordering::Relaxed)).then(|| named_target(name, &arguments));
+            // The cache's futures, a resumed call's and the call's own are
+            // boxed where they are not every call's: inline, each would make
+            // this future, moved whole at each layer of a call, kilobytes larger.
             if let Some(target) = &target
-                && let Some(kept) = self.cache.get(request::TOOLS_CALL, target, &cx).await
+                && let Some(kept) = Box::pin(self.cache.get(request::TOOLS_CALL, target, &cx)).await
             {
                 return outcome(Arc::unwrap_or_clone(kept));
             }
@@ -373,7 +376,7 @@ impl Plugin for UpstreamPlugin {
             let calling = async {
                 match (input::parked(&cx), cx.input()) {
                     // A 2025-era upstream's call that waits for these answers.
-                    (Some(parked), Some(round)) => self.client.resume(parked, &round.responses, &cx).await,
+                    (Some(parked), Some(round)) => Box::pin(self.client.resume(parked, &round.responses, &cx)).await,
                     _ => self.client.request_interruptible(request::TOOLS_CALL, params, Some(name), &extra, &cx).await,
                 }
             };
@@ -409,7 +412,7 @@ impl Plugin for UpstreamPlugin {
             self.tools_cacheable.store(true, Ordering::Relaxed);
             let kept = Kept::new(result, weight);
             if let Some(target) = target {
-                self.cache.keep(generation, (request::TOOLS_CALL, target), &cx, kept.clone()).await;
+                Box::pin(self.cache.keep(generation, (request::TOOLS_CALL, target), &cx, kept.clone())).await;
             }
             outcome(Arc::unwrap_or_clone(kept.result))
         })

@@ -96,12 +96,15 @@ impl McpClient {
         let (mut params, mut attempt) = (params, 0);
         loop {
             let first = attempt == 0;
-            let sending = async {
+            // On the heap, once: this future is kilobytes, and inline it would
+            // be in ours twice (`guarded` holds it and its timeout), and be
+            // moved whole with ours at every layer of the call above (#18).
+            let sending = Box::pin(async {
                 if first {
                     self.retries.deposit();
                 }
                 self.request_in_era(method, params, name, extra, relay).await
-            };
+            });
             let outcome = self.guarded(deadline, timeout, sending).await;
             let retry = match (&outcome, spare.take()) {
                 (Err(CallError::Transport(_)), Some(again)) if attempt < self.limits.max_retries => again,

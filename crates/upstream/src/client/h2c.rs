@@ -137,7 +137,9 @@ impl H2c {
         if let Some(ready) = self.still_open().await {
             return Ok(ready);
         }
-        let opened = self.open().await?;
+        // Boxed: opening (resolving, connecting, the handshake) would make
+        // every request's future larger, which each layer of a call moves.
+        let opened = Box::pin(self.open()).await?;
         *self.open.lock().unwrap_or_else(|p| p.into_inner()) = Some(opened.clone());
         opened.ready().await.map_err(|e| self.failed(&e))
     }
