@@ -360,9 +360,10 @@ impl Plugin for UpstreamPlugin {
             }
             let target =
                 (read_only && self.tools_cacheable.load(Ordering::Relaxed)).then(|| named_target(name, &arguments));
-            // The cache's futures, a resumed call's and the call's own are
-            // boxed where they are not every call's: inline, each would make
-            // this future, moved whole at each layer of a call, kilobytes larger.
+            // The cache's futures and a resumed call's are boxed, as they are
+            // not every call's (the request's own is boxed in `bounded`):
+            // inline, each would make this future, moved whole at each layer
+            // of a call, kilobytes larger.
             if let Some(target) = &target
                 && let Some(kept) = Box::pin(self.cache.get(request::TOOLS_CALL, target, &cx)).await
             {
