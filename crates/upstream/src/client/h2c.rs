@@ -21,7 +21,11 @@
 //! connect timeout) and opened again once it has failed, the upstream sent
 //! GOAWAY, or a ping went unanswered (pinged every 30 s, as reqwest pinged a
 //! connection with a request open, so that one a peer or a middlebox dropped
-//! silently is found). Requests in flight on a failed one fail in transport,
+//! silently is found; and at once, at most once a second, when a request is
+//! given up on before its answer came, its deadline passed or its caller
+//! gone: a connection gone silent is then found within the ping's timeout,
+//! not after every call of the next 40 s has waited out its own deadline
+//! on it). Requests in flight on a failed one fail in transport,
 //! which the client's retry budget may send again; one the upstream says it
 //! never processed is sent again here.
 //!
@@ -30,6 +34,7 @@
 //! tokio's event interval, under a queue that never empties).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -38,6 +43,7 @@ use h2::client::{Connection, SendRequest};
 use reqwest::header::HeaderMap;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
 use super::CallError;
 use crate::outbound::OutboundPolicy;
@@ -48,6 +54,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often an open connection is pinged, and how long its pong may take.
 const PING_INTERVAL: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// The least time between two pings, however many requests are given up on.
+const PING_SPACING: Duration = Duration::from_secs(1);
 /// Streams opened before the upstream's own limit is known (hyper's default).
 const FIRST_MAX_STREAMS: usize = 100;
 /// What an upstream's header block may take of our memory.
@@ -65,6 +73,9 @@ pub(crate) struct H2c {
     open: std::sync::Mutex<Option<SendRequest<Bytes>>>,
     /// Held while a connection is opened, so that concurrent first requests open one.
     opening: tokio::sync::Mutex<()>,
+    /// Told when a request is given up on before its answer's head came: the
+    /// open connection's keep-alive pings it then ([`keep_alive`]).
+    abandoned: Arc<Notify>,
 }
 
 impl std::fmt::Debug for H2c {
@@ -88,6 +99,7 @@ impl H2c {
             policy: policy.clone(),
             open: std::sync::Mutex::new(None),
             opening: tokio::sync::Mutex::new(()),
+            abandoned: Arc::new(Notify::new()),
         })
     }
 
@@ -122,7 +134,12 @@ impl H2c {
         request.headers_mut().insert(http::header::CONTENT_LENGTH, body.len().into());
         let (response, mut stream) = sender.send_request(request, false).map_err(Failed::Stream)?;
         stream.send_data(body, true).map_err(Failed::Stream)?;
-        response.await.map_err(Failed::Stream)
+        // Dropped while waiting (the call's deadline, its caller gone), this
+        // tells the keep-alive to ping: the connection may have gone silent.
+        let mut waiting = Abandoned(Some(&self.abandoned));
+        let head = response.await;
+        waiting.0 = None;
+        head.map_err(Failed::Stream)
     }
 
     /// A handle on an open connection: the open one, or a new one when it
@@ -177,7 +194,7 @@ impl H2c {
             .await
             .map_err(|e| self.failed(&e))?;
         let uri = self.uri.clone();
-        let pings = connection.ping_pong();
+        let (pings, abandoned) = (connection.ping_pong(), Arc::clone(&self.abandoned));
         tokio::spawn(async move {
             let driven = gathered(connection);
             // Unanswered, the connection is dropped: its streams fail, and
@@ -186,7 +203,7 @@ impl H2c {
                 Some(pings) => tokio::select! {
                     biased;
                     ended = driven => ended.map_err(|e| e.to_string()),
-                    silent = keep_alive(pings) => Err(silent),
+                    silent = keep_alive(pings, &abandoned) => Err(silent),
                 },
                 None => driven.await.map_err(|e| e.to_string()),
             };
@@ -195,6 +212,18 @@ impl H2c {
             }
         });
         Ok(sender)
+    }
+}
+
+/// Notifies its [`Notify`] when dropped still holding it: a request given up
+/// on while it waited for its answer.
+struct Abandoned<'a>(Option<&'a Notify>);
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if let Some(abandoned) = self.0 {
+            abandoned.notify_one();
+        }
     }
 }
 
@@ -210,16 +239,21 @@ fn unprocessed(error: &h2::Error) -> bool {
     error.is_remote() && (error.is_go_away() || error.reason() == Some(h2::Reason::REFUSED_STREAM))
 }
 
-/// Pings every [`PING_INTERVAL`]; returns why, once a ping fails or is not
-/// answered within [`PING_TIMEOUT`].
-async fn keep_alive(mut pings: h2::PingPong) -> String {
+/// Pings every [`PING_INTERVAL`], and when a request is given up on
+/// (`abandoned`), at most once every [`PING_SPACING`]; returns why, once a
+/// ping fails or is not answered within [`PING_TIMEOUT`].
+async fn keep_alive(mut pings: h2::PingPong, abandoned: &Notify) -> String {
     loop {
-        tokio::time::sleep(PING_INTERVAL).await;
+        tokio::select! {
+            () = tokio::time::sleep(PING_INTERVAL) => {}
+            () = abandoned.notified() => {}
+        }
         match tokio::time::timeout(PING_TIMEOUT, pings.ping(h2::Ping::opaque())).await {
             Ok(Ok(_pong)) => {}
             Ok(Err(e)) => return e.to_string(),
             Err(_) => return format!("no answer to a ping within {PING_TIMEOUT:?}"),
         }
+        tokio::time::sleep(PING_SPACING).await;
     }
 }
 
@@ -302,14 +336,33 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_connection_whose_pings_go_unanswered_is_given_up() {
         let (pings, _open, _unread) = connection(false).await;
-        let why = tokio::time::timeout(10 * PING_INTERVAL, keep_alive(pings)).await.expect("given up");
+        let why = tokio::time::timeout(10 * PING_INTERVAL, keep_alive(pings, &Notify::new())).await.expect("given up");
         assert!(why.contains("no answer to a ping"), "{why}");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_connection_that_answers_its_pings_is_kept() {
         let (pings, _open, _) = connection(true).await;
-        let kept = tokio::time::timeout(10 * PING_INTERVAL, keep_alive(pings)).await;
+        let kept = tokio::time::timeout(10 * PING_INTERVAL, keep_alive(pings, &Notify::new())).await;
         assert!(kept.is_err(), "given up: {kept:?}");
+    }
+
+    /// A request given up on before its answer came (the far end has gone
+    /// silent) has the connection pinged at once: it is given up within the
+    /// ping's timeout, long before the next interval's ping would be sent.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_given_up_on_has_its_silent_connection_pinged_at_once() {
+        let (pings, sender, _unread) = connection(false).await;
+        let policy = OutboundPolicy::default();
+        let h2c = H2c::new(&reqwest::Url::parse("http://tools.example.com/mcp").unwrap(), &policy).unwrap();
+        *h2c.open.lock().unwrap() = Some(sender);
+        let abandoned = Arc::clone(&h2c.abandoned);
+        let watching = tokio::spawn(async move { keep_alive(pings, &abandoned).await });
+        let started = tokio::time::Instant::now();
+        let gave_up = tokio::time::timeout(Duration::from_secs(1), h2c.post(HeaderMap::new(), Bytes::new())).await;
+        assert!(gave_up.is_err(), "the silent far end answered: {gave_up:?}");
+        let why = tokio::time::timeout(PING_INTERVAL, watching).await.expect("given up").unwrap();
+        assert!(why.contains("no answer to a ping"), "{why}");
+        assert!(started.elapsed() <= Duration::from_secs(1) + PING_TIMEOUT, "after {:?}", started.elapsed());
     }
 }
