@@ -26,11 +26,17 @@ set -euo pipefail
 binary=$(realpath "$1")
 requests=${2:-2000}
 work=$(mktemp -d)
-upstream=
+server= upstream=
 trap 'kill "$server" $upstream 2>/dev/null || true; rm -rf "$work"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 upstream_port=
+if [[ -n ${UPSTREAM:-}${WASM:-} && $(basename "$binary") == loadtest ]]; then
+  echo "UPSTREAM and WASM count Switchyard's call, not the hand-written handler's" >&2; exit 2
+fi
+if [[ -n ${WASM:-} && ! -f $WASM ]]; then
+  echo "WASM=$WASM is not a file (build the units example first)" >&2; exit 2
+fi
 case ${UPSTREAM:-} in
   "") ;;
   h2c | http1)

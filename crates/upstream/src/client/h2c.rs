@@ -21,11 +21,12 @@
 //! connect timeout) and opened again once it has failed, the upstream sent
 //! GOAWAY, or a ping went unanswered (pinged every 30 s, as reqwest pinged a
 //! connection with a request open, so that one a peer or a middlebox dropped
-//! silently is found; and at once, at most once a second, when a request is
-//! given up on before its answer came, its deadline passed or its caller
-//! gone: a connection gone silent is then found within the ping's timeout,
-//! not after every call of the next 40 s has waited out its own deadline
-//! on it). Requests in flight on a failed one fail in transport,
+//! silently is found; and at once, at most once a second, when a request on
+//! it is given up on before its answer's head came, its deadline passed or
+//! its caller gone: a connection gone silent is then found within the ping's
+//! timeout, not after every call of the next 40 s has waited out its own
+//! deadline on it; an answer streamed as SSE has its head at once, and is
+//! not watched so). Requests in flight on a failed one fail in transport,
 //! which the client's retry budget may send again; one the upstream says it
 //! never processed is sent again here.
 //!
@@ -69,12 +70,19 @@ const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
 pub(crate) struct H2c {
     uri: http::Uri,
     policy: OutboundPolicy,
-    /// The open connection's handle, cloned by each request.
-    open: std::sync::Mutex<Option<SendRequest<Bytes>>>,
+    /// The open connection, cloned by each request.
+    open: std::sync::Mutex<Option<Opened>>,
     /// Held while a connection is opened, so that concurrent first requests open one.
     opening: tokio::sync::Mutex<()>,
-    /// Told when a request is given up on before its answer's head came: the
-    /// open connection's keep-alive pings it then ([`keep_alive`]).
+}
+
+/// An open connection: its handle, and what tells its keep-alive that a
+/// request on it was given up on before its answer's head came (each
+/// connection its own, so that one still draining after a GOAWAY does not
+/// take the notice meant for its successor).
+#[derive(Clone)]
+struct Opened {
+    sender: SendRequest<Bytes>,
     abandoned: Arc<Notify>,
 }
 
@@ -99,7 +107,6 @@ impl H2c {
             policy: policy.clone(),
             open: std::sync::Mutex::new(None),
             opening: tokio::sync::Mutex::new(()),
-            abandoned: Arc::new(Notify::new()),
         })
     }
 
@@ -126,7 +133,7 @@ impl H2c {
     /// its handle is no longer ready (h2 keeps the connection's error, a
     /// GOAWAY's too), so the next request opens another.
     async fn send(&self, headers: HeaderMap, body: Bytes) -> Result<H2cResponse, Failed> {
-        let mut sender = self.ready().await.map_err(Failed::Connecting)?;
+        let Opened { mut sender, abandoned } = self.ready().await.map_err(Failed::Connecting)?;
         let mut request = http::Request::new(());
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = self.uri.clone();
@@ -136,7 +143,7 @@ impl H2c {
         stream.send_data(body, true).map_err(Failed::Stream)?;
         // Dropped while waiting (the call's deadline, its caller gone), this
         // tells the keep-alive to ping: the connection may have gone silent.
-        let mut waiting = Abandoned(Some(&self.abandoned));
+        let mut waiting = Abandoned(Some(&abandoned));
         let head = response.await;
         waiting.0 = None;
         head.map_err(Failed::Stream)
@@ -145,7 +152,7 @@ impl H2c {
     /// A handle on an open connection: the open one, or a new one when it
     /// has closed. A request beyond the upstream's limit of streams waits in
     /// `h2` for one to end (bounded by the client's `max_in_flight`).
-    async fn ready(&self) -> Result<SendRequest<Bytes>, CallError> {
+    async fn ready(&self) -> Result<Opened, CallError> {
         if let Some(ready) = self.still_open().await {
             return Ok(ready);
         }
@@ -156,15 +163,17 @@ impl H2c {
         }
         // Boxed: opening (resolving, connecting, the handshake) would make
         // every request's future larger, which each layer of a call moves.
-        let opened = Box::pin(self.open()).await?;
-        *self.open.lock().unwrap_or_else(|p| p.into_inner()) = Some(opened.clone());
-        opened.ready().await.map_err(|e| self.failed(&e))
+        let Opened { sender, abandoned } = Box::pin(self.open()).await?;
+        *self.open.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(Opened { sender: sender.clone(), abandoned: Arc::clone(&abandoned) });
+        let sender = sender.ready().await.map_err(|e| self.failed(&e))?;
+        Ok(Opened { sender, abandoned })
     }
 
-    /// The open connection's handle, unless there is none or it has failed.
-    async fn still_open(&self) -> Option<SendRequest<Bytes>> {
-        let open = self.open.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
-        open.ready().await.ok()
+    /// The open connection, unless there is none or it has failed.
+    async fn still_open(&self) -> Option<Opened> {
+        let Opened { sender, abandoned } = self.open.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        Some(Opened { sender: sender.ready().await.ok()?, abandoned })
     }
 
     /// `error`, on the stream or the connection, as the call's error.
@@ -174,7 +183,7 @@ impl H2c {
 
     /// Opens a connection: the first address the policy allows that accepts,
     /// then the HTTP/2 handshake; its task runs until the connection ends.
-    async fn open(&self) -> Result<SendRequest<Bytes>, CallError> {
+    async fn open(&self) -> Result<Opened, CallError> {
         // (`new` made sure there is a host; an IPv6 one comes in brackets.)
         let host = self.uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
         let port = self.uri.port_u16().unwrap_or(80);
@@ -194,7 +203,8 @@ impl H2c {
             .await
             .map_err(|e| self.failed(&e))?;
         let uri = self.uri.clone();
-        let (pings, abandoned) = (connection.ping_pong(), Arc::clone(&self.abandoned));
+        let abandoned = Arc::new(Notify::new());
+        let (pings, watched) = (connection.ping_pong(), Arc::clone(&abandoned));
         tokio::spawn(async move {
             let driven = gathered(connection);
             // Unanswered, the connection is dropped: its streams fail, and
@@ -203,7 +213,7 @@ impl H2c {
                 Some(pings) => tokio::select! {
                     biased;
                     ended = driven => ended.map_err(|e| e.to_string()),
-                    silent = keep_alive(pings, &abandoned) => Err(silent),
+                    silent = keep_alive(pings, &watched) => Err(silent),
                 },
                 None => driven.await.map_err(|e| e.to_string()),
             };
@@ -211,7 +221,7 @@ impl H2c {
                 tracing::debug!(upstream = %uri, %error, "upstream HTTP/2 connection ended");
             }
         });
-        Ok(sender)
+        Ok(Opened { sender, abandoned })
     }
 }
 
@@ -301,11 +311,14 @@ async fn gathered<T: AsyncRead + AsyncWrite + Unpin>(mut connection: Connection<
 
 #[cfg(test)]
 mod tests {
+    use futures::FutureExt as _;
+
     use super::*;
 
     /// A client connection over an in-memory pipe, driven as `open` drives
     /// it (`gathered`), and its pings; `answering` says whether the far end runs an HTTP/2
-    /// server (which answers pings), else it is returned, open and unread.
+    /// server (which answers pings, and each request with an empty 200),
+    /// else it is returned, open and unread.
     /// The handle is returned too: a client connection without one closes.
     async fn connection(answering: bool) -> (h2::PingPong, SendRequest<Bytes>, Option<tokio::io::DuplexStream>) {
         let (ours, theirs) = tokio::io::duplex(64 * 1024);
@@ -317,7 +330,9 @@ mod tests {
         }
         tokio::spawn(async move {
             let mut server = h2::server::handshake(theirs).await.unwrap();
-            while server.accept().await.is_some() {}
+            while let Some(Ok((_, mut respond))) = server.accept().await {
+                let _ = respond.send_response(http::Response::new(()), true);
+            }
         });
         (pings, sender, None)
     }
@@ -353,16 +368,35 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_given_up_on_has_its_silent_connection_pinged_at_once() {
         let (pings, sender, _unread) = connection(false).await;
-        let policy = OutboundPolicy::default();
-        let h2c = H2c::new(&reqwest::Url::parse("http://tools.example.com/mcp").unwrap(), &policy).unwrap();
-        *h2c.open.lock().unwrap() = Some(sender);
-        let abandoned = Arc::clone(&h2c.abandoned);
+        let (h2c, abandoned) = on(sender);
         let watching = tokio::spawn(async move { keep_alive(pings, &abandoned).await });
         let started = tokio::time::Instant::now();
         let gave_up = tokio::time::timeout(Duration::from_secs(1), h2c.post(HeaderMap::new(), Bytes::new())).await;
         assert!(gave_up.is_err(), "the silent far end answered: {gave_up:?}");
         let why = tokio::time::timeout(PING_INTERVAL, watching).await.expect("given up").unwrap();
         assert!(why.contains("no answer to a ping"), "{why}");
-        assert!(started.elapsed() <= Duration::from_secs(1) + PING_TIMEOUT, "after {:?}", started.elapsed());
+        // Given up a ping's timeout after the request was (and a tick).
+        let limit = Duration::from_secs(1) + PING_TIMEOUT + Duration::from_millis(100);
+        assert!(started.elapsed() <= limit, "after {:?}", started.elapsed());
+    }
+
+    /// A request whose answer came tells the keep-alive nothing.
+    #[tokio::test(start_paused = true)]
+    async fn an_answered_request_has_no_ping_sent() {
+        let (_pings, sender, _) = connection(true).await;
+        let (h2c, abandoned) = on(sender);
+        let answer = h2c.post(HeaderMap::new(), Bytes::new()).await.expect("answered");
+        assert_eq!(answer.status(), http::StatusCode::OK);
+        assert!(abandoned.notified().now_or_never().is_none(), "a ping was asked for");
+    }
+
+    /// An `H2c` whose open connection is `sender`, and what tells that
+    /// connection's keep-alive of requests given up on.
+    fn on(sender: SendRequest<Bytes>) -> (H2c, Arc<Notify>) {
+        let url = reqwest::Url::parse("http://tools.example.com/mcp").unwrap();
+        let h2c = H2c::new(&url, &OutboundPolicy::default()).unwrap();
+        let abandoned = Arc::new(Notify::new());
+        *h2c.open.lock().unwrap() = Some(Opened { sender, abandoned: Arc::clone(&abandoned) });
+        (h2c, abandoned)
     }
 }
