@@ -117,17 +117,25 @@ impl McpClient {
     /// The bearer token of a request: none without OAuth; for a request made
     /// on behalf of `caller` to an upstream that exchanges tokens, one
     /// exchanged for the caller's; else the platform's own.
+    ///
+    /// Getting one (the token endpoint's request, the exchanged tokens'
+    /// cache) is a future of kilobytes: boxed, and only for an upstream with
+    /// an OAuth client, so that it does not make every request's future,
+    /// which each layer of a call moves, as large (#18).
     pub(super) async fn access_token(&self, caller: Option<&Caller>) -> Result<Option<String>, CallError> {
+        let Some(grant) = self.spec.credentials.grant() else { return Ok(None) };
+        Box::pin(self.granted_token(grant, caller)).await.map(Some)
+    }
+
+    /// [`McpClient::access_token`] for an upstream whose OAuth client is `grant`.
+    async fn granted_token(&self, grant: &TokenGrant, caller: Option<&Caller>) -> Result<String, CallError> {
         match (&self.spec.credentials, caller) {
-            (Credentials::TokenExchange { grant, audience, subject_issuer }, Some(caller)) => {
+            (Credentials::TokenExchange { audience, subject_issuer, .. }, Some(caller)) => {
                 let exchange =
                     Exchange { grant, audience: audience.as_deref(), subject_issuer: subject_issuer.as_deref() };
-                self.exchanged_token(&exchange, caller).await.map(Some)
+                self.exchanged_token(&exchange, caller).await
             }
-            (credentials, _) => match credentials.grant() {
-                Some(grant) => self.platform_token(grant).await.map(Some),
-                None => Ok(None),
-            },
+            _ => self.platform_token(grant).await,
         }
     }
 
@@ -135,7 +143,8 @@ impl McpClient {
     pub(super) async fn forget_token(&self, caller: Option<&Caller>) {
         match (&self.spec.credentials, caller.and_then(|c| c.subject_token.as_ref())) {
             (Credentials::TokenExchange { .. }, Some(subject)) => {
-                self.exchanged.invalidate(&digest(subject.expose_for_exchange())).await;
+                // Boxed, as in `access_token`: the cache's future is large.
+                Box::pin(self.exchanged.invalidate(&digest(subject.expose_for_exchange()))).await;
             }
             _ => *self.token.lock().await = None,
         }

@@ -58,13 +58,7 @@ impl McpClient {
         if let Some((name, value)) = &self.header {
             map.insert(name.clone(), value.clone());
         }
-        // Only an upstream with an OAuth client has a token to get. That
-        // future (the token endpoint's request, the exchanged tokens' cache)
-        // is kilobytes: boxed, it does not make every request's future, which
-        // each layer of the call moves, as large.
-        if self.spec.credentials.grant().is_some()
-            && let Some(token) = Box::pin(self.access_token(caller)).await?
-        {
+        if let Some(token) = self.access_token(caller).await? {
             let mut bearer = value(&format!("Bearer {token}"))?;
             bearer.set_sensitive(true);
             map.insert(reqwest::header::AUTHORIZATION, bearer);
@@ -139,7 +133,7 @@ impl McpClient {
             return Err(CallError::Transport(format!("HTTP {status}")));
         }
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-            Box::pin(self.forget_token(caller)).await; // a fresh token next time (boxed: see `headers`)
+            self.forget_token(caller).await; // a fresh token next time
             return Err(CallError::Credentials(format!("the upstream answered {status}")));
         }
         if body.get("id").is_none() {
