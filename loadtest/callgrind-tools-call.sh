@@ -25,34 +25,34 @@
 set -euo pipefail
 binary=$(realpath "$1")
 requests=${2:-2000}
+if [[ $(basename "$binary") == loadtest ]]; then
+  serve=(bare)
+  if [[ -n ${UPSTREAM:-}${WASM:-} ]]; then
+    echo "UPSTREAM and WASM count Switchyard's call, not the hand-written handler's" >&2; exit 2
+  fi
+else
+  serve=(serve)
+fi
+if [[ -n ${WASM:-} && ! -f $WASM ]]; then
+  echo "WASM=$WASM is not a file (build the units example first)" >&2; exit 2
+fi
+case ${UPSTREAM:-} in
+  "" | h2c | http1) ;;
+  *) echo "UPSTREAM is h2c or http1" >&2; exit 2 ;;
+esac
 work=$(mktemp -d)
 server= upstream=
 trap 'kill "$server" $upstream 2>/dev/null || true; rm -rf "$work"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 upstream_port=
-if [[ -n ${UPSTREAM:-}${WASM:-} && $(basename "$binary") == loadtest ]]; then
-  echo "UPSTREAM and WASM count Switchyard's call, not the hand-written handler's" >&2; exit 2
+if [[ -n ${UPSTREAM:-} ]]; then
+  upstream_port=$(free_port)
+  SWITCHYARD_DATABASE_URL="sqlite://$work/upstream.db" SWITCHYARD_LOG=warn \
+    "$binary" serve --bind "127.0.0.1:$upstream_port" >"$work/upstream.log" 2>&1 &
+  upstream=$!
 fi
-if [[ -n ${WASM:-} && ! -f $WASM ]]; then
-  echo "WASM=$WASM is not a file (build the units example first)" >&2; exit 2
-fi
-case ${UPSTREAM:-} in
-  "") ;;
-  h2c | http1)
-    upstream_port=$(free_port)
-    SWITCHYARD_DATABASE_URL="sqlite://$work/upstream.db" SWITCHYARD_LOG=warn \
-      "$binary" serve --bind "127.0.0.1:$upstream_port" >"$work/upstream.log" 2>&1 &
-    upstream=$!
-    ;;
-  *) echo "UPSTREAM is h2c or http1" >&2; exit 2 ;;
-esac
-
-if [[ $(basename "$binary") == loadtest ]]; then
-  serve=(bare --bind "127.0.0.1:$port")
-else
-  serve=(serve --bind "127.0.0.1:$port")
-fi
+serve+=(--bind "127.0.0.1:$port")
 SWITCHYARD_DATABASE_URL="sqlite://$work/registry.db" SWITCHYARD_UPSTREAM__ALLOWED_RANGES=127.0.0.0/8 \
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
   "$binary" "${serve[@]}" >"$work/server.log" 2>&1 &
