@@ -86,6 +86,13 @@ struct Opened {
     abandoned: Arc<Notify>,
 }
 
+impl Opened {
+    /// Itself, once its handle may send a request.
+    async fn ready(self) -> Result<Self, h2::Error> {
+        Ok(Self { sender: self.sender.ready().await?, abandoned: self.abandoned })
+    }
+}
+
 impl std::fmt::Debug for H2c {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("H2c").field("uri", &self.uri).finish_non_exhaustive()
@@ -163,17 +170,15 @@ impl H2c {
         }
         // Boxed: opening (resolving, connecting, the handshake) would make
         // every request's future larger, which each layer of a call moves.
-        let Opened { sender, abandoned } = Box::pin(self.open()).await?;
-        *self.open.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(Opened { sender: sender.clone(), abandoned: Arc::clone(&abandoned) });
-        let sender = sender.ready().await.map_err(|e| self.failed(&e))?;
-        Ok(Opened { sender, abandoned })
+        let opened = Box::pin(self.open()).await?;
+        *self.open.lock().unwrap_or_else(|p| p.into_inner()) = Some(opened.clone());
+        opened.ready().await.map_err(|e| self.failed(&e))
     }
 
     /// The open connection, unless there is none or it has failed.
     async fn still_open(&self) -> Option<Opened> {
-        let Opened { sender, abandoned } = self.open.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
-        Some(Opened { sender: sender.ready().await.ok()?, abandoned })
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        open.ready().await.ok()
     }
 
     /// `error`, on the stream or the connection, as the call's error.
