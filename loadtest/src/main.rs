@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 mod auth_call;
 mod fanout;
 mod fanout_compare;
+mod forward;
 mod hand;
 mod listen_burst;
 mod load;
@@ -41,11 +42,16 @@ struct Cli {
 enum Scenario {
     /// Serve the bare baseline: POST / answers a small JSON-RPC result
     /// without parsing the body; POST /mcp is the hand-written `tools/call`
-    /// handler (`hand.rs`); GET /readyz answers once it listens.
+    /// handler (`hand.rs`); GET /readyz answers once it listens. With
+    /// `--forward`, POST /forward passes each request on to that upstream
+    /// over cleartext HTTP/2 (`forward.rs`).
     Bare {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:0")]
         bind: String,
+        /// An upstream MCP endpoint for POST /forward, e.g. `http://127.0.0.1:8080/mcp`.
+        #[arg(long)]
+        forward: Option<String>,
     },
     /// `tools/call` of `echo`: throughput per server CPU-second and latency,
     /// as ratios to the bare handler.
@@ -211,7 +217,7 @@ enum Scenario {
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match Cli::parse().command {
-        Scenario::Bare { bind } => runtime.block_on(bare(bind)),
+        Scenario::Bare { bind, forward } => runtime.block_on(bare(bind, forward)),
         Scenario::ToolsCall { switchyard, requests, concurrency, latency_requests } => {
             runtime.block_on(tools_call(switchyard, requests, concurrency, latency_requests))
         }
@@ -251,7 +257,7 @@ fn main() -> anyhow::Result<()> {
 /// the published JSON as it came, through one broadcast channel. It also
 /// takes OTLP exports (`/v1/traces`, `/v1/metrics`) and drops them, as a
 /// collector would that keeps up, for the traced variant of `tools-call`.
-async fn bare(bind: String) -> anyhow::Result<()> {
+async fn bare(bind: String, forward: Option<String>) -> anyhow::Result<()> {
     // An empty protobuf body is the empty (successful) export response.
     let otlp_sink = || async { ([("content-type", "application/x-protobuf")], "") };
     let (published, _) = tokio::sync::broadcast::channel::<axum::body::Bytes>(64);
@@ -300,6 +306,13 @@ async fn bare(bind: String) -> anyhow::Result<()> {
         .route("/readyz", axum::routing::get(|| async { "ready" }))
         .route("/v1/traces", axum::routing::post(otlp_sink))
         .route("/v1/metrics", axum::routing::post(otlp_sink));
+    let app = match forward {
+        Some(url) => app.route(
+            "/forward",
+            axum::routing::post(forward::forward).with_state(forward::Upstream::connect(&url).await?),
+        ),
+        None => app,
+    };
     let listener = tokio::net::TcpListener::bind(&bind).await?;
     println!("{}", listener.local_addr()?);
     let listener = axum::serve::ListenerExt::tap_io(listener, |s| {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::load::{Run, load};
-use crate::servers::{Server, start_switchyard_with, status_kib};
+use crate::servers::{Server, start_bare, start_bare_forwarding, start_switchyard_with, status_kib};
 use crate::tools_call::{CALL, CALL_HEADERS, Headers, ROUNDS};
 
 /// The headers of a 2026-07-28 request of `method` naming `name`.
@@ -56,6 +56,12 @@ pub(crate) async fn register_plugins(server: &Server, wasm: &std::path::Path, up
     Ok(())
 }
 
+/// The rows of `plugin_call`, in the order it measures and prints them.
+const SCENARIOS: usize = 6;
+const H2C: usize = 3;
+const HAND: usize = 4;
+const FORWARDER: usize = 5;
+
 pub(crate) async fn plugin_call(
     binary: PathBuf,
     wasm: PathBuf,
@@ -71,19 +77,28 @@ pub(crate) async fn plugin_call(
     let upstream = start_switchyard_with(&binary, &[("SWITCHYARD_FIXTURE", "conformance")]).await?;
     let idle_kib = status_kib(server.child.id(), "VmRSS")?;
     register_plugins(&server, &wasm, &upstream).await?;
-    let scenarios: [(&str, &'static str, Headers); 4] = [
-        ("echo (built-in)", CALL, CALL_HEADERS),
-        ("units_convert (WASM)", UNITS_CALL, UNITS_HEADERS),
-        ("up_echo (upstream Switchyard, HTTP/1.1)", UPSTREAM_CALL, UPSTREAM_HEADERS),
-        ("uph2_echo (the same upstream, h2c)", UPSTREAM_H2C_CALL, UPSTREAM_H2C_HEADERS),
+    // Processes of their own, so that each one's CPU is counted apart: the
+    // hand-written handler answering the call itself, and the least
+    // forwarder passing it on to the same upstream over h2c.
+    let mut hand_written = start_bare().await?;
+    hand_written.url.push_str("mcp");
+    let mut forwarder = start_bare_forwarding(Some(&upstream.url)).await?;
+    forwarder.url.push_str("forward");
+    let scenarios: [(&str, &Server, &'static str, Headers); SCENARIOS] = [
+        ("echo (built-in)", &server, CALL, CALL_HEADERS),
+        ("units_convert (WASM)", &server, UNITS_CALL, UNITS_HEADERS),
+        ("up_echo (upstream Switchyard, HTTP/1.1)", &server, UPSTREAM_CALL, UPSTREAM_HEADERS),
+        ("uph2_echo (the same upstream, h2c)", &server, UPSTREAM_H2C_CALL, UPSTREAM_H2C_HEADERS),
+        ("hand-written handler (hand.rs), answering itself", &hand_written, CALL, CALL_HEADERS),
+        ("least forwarder (forward.rs), the same upstream over h2c", &forwarder, CALL, CALL_HEADERS),
     ];
-    for (_, body, headers) in scenarios {
-        load(&server, body, headers, 2_000, concurrency).await?;
+    for (_, target, body, headers) in scenarios {
+        load(target, body, headers, 2_000, concurrency).await?;
     }
-    let mut runs: [Vec<Run>; 4] = Default::default();
+    let mut runs: [Vec<Run>; SCENARIOS] = Default::default();
     for _ in 0..ROUNDS {
-        for (i, (_, body, headers)) in scenarios.iter().enumerate() {
-            runs[i].push(load(&server, body, headers, requests, concurrency).await?);
+        for (i, (_, target, body, headers)) in scenarios.iter().enumerate() {
+            runs[i].push(load(target, body, headers, requests, concurrency).await?);
         }
     }
     let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
@@ -91,22 +106,35 @@ pub(crate) async fn plugin_call(
     println!("## tools/call by plugin kind, one server, {requests} requests at concurrency {concurrency}\n");
     println!("| tool | req/s | req per server CPU-s | ratio to built-in | p50 ms | p99 ms | max ms |");
     println!("|---|---|---|---|---|---|---|");
-    let mut builtin_rate = None;
-    for ((name, body, headers), runs) in scenarios.iter().zip(runs) {
+    let mut rates = [0.0; SCENARIOS];
+    for (i, ((name, target, body, headers), runs)) in scenarios.iter().zip(runs).enumerate() {
         let run = best(runs).context("at least one round")?;
-        let latency = load(&server, body, headers, latency_requests, 1).await?;
-        let rate = run.per_cpu_second();
-        let base = *builtin_rate.get_or_insert(rate);
+        let latency = load(target, body, headers, latency_requests, 1).await?;
+        rates[i] = run.per_cpu_second();
+        // The bare processes' rows are weighed against each other below.
+        let ratio = if i < HAND { format!("{:.2}", rates[i] / rates[0]) } else { "—".into() };
         println!(
-            "| {name} | {:.0} | {:.0} | {:.2} | {} | {} | {} |",
+            "| {name} | {:.0} | {:.0} | {ratio} | {} | {} | {} |",
             run.per_second(),
-            rate,
-            rate / base,
+            rates[i],
             ms(latency.percentile(0.5)),
             ms(latency.percentile(0.99)),
             ms(latency.percentile(1.0))
         );
     }
+    // #18's upstream row weighed against what forwarding costs at the least:
+    // the forwarder's CPU per call above the hand-written handler's, added
+    // to `echo`'s, is what an upstream call would cost a front whose
+    // forwarding were as lean as the least forwarder's.
+    let per_call = |rate: f64| 1.0 / rate;
+    let least_extra = per_call(rates[FORWARDER]) - per_call(rates[HAND]);
+    println!("\nleast forwarder / hand-written handler, per server CPU-second: {:.2}", rates[FORWARDER] / rates[HAND]);
+    println!(
+        "an upstream call whose forwarding cost the least forwarder's extra CPU ({:.1} µs) would be {:.2} of `echo` (h2c here: {:.2}; #18's target >= 0.5)",
+        least_extra * 1e6,
+        per_call(rates[0]) / (per_call(rates[0]) + least_extra),
+        rates[H2C] / rates[0]
+    );
     let (through, built_in) = cached_read(&server, &upstream, requests, concurrency).await?;
     println!(
         "\n`resources/read` of `test://static-text`: from the front server's answer cache {through:.0} per server CPU-second, built in (the upstream serving it itself) {built_in:.0}: **{:.2}** (target: near 1)",

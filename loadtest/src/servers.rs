@@ -66,11 +66,18 @@ pub(crate) async fn wait_ready(url: &str) -> anyhow::Result<()> {
 }
 
 pub(crate) async fn start_bare() -> anyhow::Result<Server> {
+    start_bare_forwarding(None).await
+}
+
+/// The bare server, whose `/forward` passes requests on to `upstream` if given.
+pub(crate) async fn start_bare_forwarding(upstream: Option<&str>) -> anyhow::Result<Server> {
     let port = free_port()?;
-    let child = server_command(&std::env::current_exe()?)
-        .args(["bare", "--bind", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .spawn()?;
+    let mut command = server_command(&std::env::current_exe()?);
+    command.args(["bare", "--bind", &format!("127.0.0.1:{port}")]);
+    if let Some(upstream) = upstream {
+        command.args(["--forward", upstream]);
+    }
+    let child = command.stdout(Stdio::null()).spawn()?;
     let url = format!("http://127.0.0.1:{port}/");
     wait_ready(&url).await?;
     Ok(Server { child, url, database: None })
