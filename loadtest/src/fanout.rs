@@ -254,16 +254,28 @@ fn bare_streams(bare: &Server, h2_connections: Option<usize>) -> anyhow::Result<
     })
 }
 
+/// What opening idle streams added to a process's resident memory, per stream.
+struct Growth {
+    /// Bytes in all.
+    each: f64,
+    /// Of those, file pages: the binary's code and data faulted in by the
+    /// first streams, paid once rather than per stream.
+    file_each: f64,
+}
+
 /// Resident memory each of `count` idle streams opened on `target` costs
-/// the process `pid`, bytes.
-async fn per_stream_memory(pid: u32, target: &Target, count: usize) -> anyhow::Result<f64> {
+/// the process `pid`.
+async fn per_stream_memory(pid: u32, target: &Target, count: usize) -> anyhow::Result<Growth> {
     let (heard, _ignored) = mpsc::unbounded_channel();
-    let before = rss(pid)?;
+    let (before, file_before) = (rss(pid)?, status_kib(pid, "RssFile")? * 1024);
     let streams = open_streams(target, count, &heard).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let after = rss(pid)?;
+    let (after, file_after) = (rss(pid)?, status_kib(pid, "RssFile")? * 1024);
     drop(streams);
-    Ok(after.saturating_sub(before) as f64 / count as f64)
+    Ok(Growth {
+        each: after.saturating_sub(before) as f64 / count as f64,
+        file_each: file_after.saturating_sub(file_before) as f64 / count as f64,
+    })
 }
 
 pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -456,10 +468,15 @@ pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64, h2_connec
         ms(percentile(&across_h2.times, 0.99)),
         ratio(&local, &floor),
     );
-    println!("\n| idle stream | resident memory each | streams per GiB |");
-    println!("|---|---|---|");
-    for (name, each) in &memory {
-        println!("| {name} | {:.1} KiB | {:.0} |", each / 1024.0, (1u64 << 30) as f64 / each.max(1.0));
+    println!("\n| idle stream | resident memory each | of which file pages (code) | streams per GiB |");
+    println!("|---|---|---|---|");
+    for (name, Growth { each, file_each }) in &memory {
+        println!(
+            "| {name} | {:.1} KiB | {:.1} KiB | {:.0} |",
+            each / 1024.0,
+            file_each / 1024.0,
+            (1u64 << 30) as f64 / each.max(1.0)
+        );
     }
     println!("\ntarget: >= 100,000 idle listen streams per GiB (about 10 KiB each)");
     Ok(())
