@@ -28,9 +28,11 @@
 #
 # Runs the binary under callgrind (valgrind, python3) with names left mangled:
 # start, requests of every list, read, get and call method, completion, ping
-# and discovery, with both answers (JSON, SSE), over HTTP/1.1 (not h2c), a
-# listen stream opened and closed, a request from a 2025-11-25 client, errors,
-# then a few seconds idle. Every function with a cost in the binary's own
+# and discovery, with both answers (JSON, SSE), over HTTP/1.1, a listen
+# stream opened and closed, a request from a 2025-11-25 client, errors, calls
+# and listen streams over cleartext HTTP/2 (`h2c.py`: the HTTP/2 path's code
+# was left scattered without them, and the first HTTP/2 listen streams a
+# replica served faulted in 4 MiB of it), then a few seconds idle. Every function with a cost in the binary's own
 # object is listed, the most run first, so that the request path is densest.
 # That is a server as a newcomer starts it (SQLite, no Redis). With
 # PG_ADMIN_URL (a PostgreSQL database to create a scratch database from) and
@@ -93,6 +95,7 @@ cat >"$work/workload.py" <<'EOF'
 import http.client, json, os, sys, time
 sys.path.insert(0, os.environ["LOADTEST_DIR"])
 from ready import connect_when_ready
+from h2c import H2c
 port = int(sys.argv[1])
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -174,6 +177,24 @@ for _ in range(3):
         {"content-type": "application/json", "accept": "application/json, text/event-stream",
          "mcp-protocol-version": V, "mcp-method": "subscriptions/listen"})
     r = s.getresponse(); r.fp.readline(); s.close()
+    # Over cleartext HTTP/2, as a load balancer speaking it carries them:
+    # calls (JSON and SSE answers) and listen streams multiplexed on one
+    # connection, the streams acknowledged, then reset by the client.
+    with H2c(port) as h2:
+        headers = {"content-type": "application/json", "mcp-protocol-version": V}
+        listens = [h2.post("/mcp", json.dumps({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                       "params": {"_meta": META, "notifications": {"toolsListChanged": True}}}),
+                       {**headers, "accept": "application/json, text/event-stream",
+                        "mcp-method": "subscriptions/listen"}) for _ in range(10)]
+        calls = [h2.post("/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "echo", "arguments": {"text": "hello"}, "_meta": META}}),
+                     {**headers, "accept": accept, "mcp-method": "tools/call", "mcp-name": "echo"})
+                 for accept in ("application/json, text/event-stream", "text/event-stream, application/json")
+                 for _ in range(50)]
+        h2.wait(calls)
+        h2.wait(listens, until="data")
+        for stream in listens:
+            h2.cancel(stream)
 time.sleep(5)  # idle: the timers and background tasks of a server with nothing to do
 EOF
 
