@@ -32,8 +32,9 @@
 # stream opened and closed, a request from a 2025-11-25 client, errors, calls
 # and listen streams over cleartext HTTP/2 (`h2c.py`: the HTTP/2 path's code
 # was left scattered without them, and the first HTTP/2 listen streams a
-# replica served faulted in 4 MiB of it), then a few seconds idle. Every function with a cost in the binary's own
-# object is listed, the most run first, so that the request path is densest.
+# replica served faulted in 4 MiB of it), then a few seconds idle. Every
+# function with a cost in the binary's own object is listed, the most run
+# first, so that the request path is densest.
 # That is a server as a newcomer starts it (SQLite, no Redis). With
 # PG_ADMIN_URL (a PostgreSQL database to create a scratch database from) and
 # REDIS_URL set, a second pass runs the same against PostgreSQL and Redis, as
@@ -193,6 +194,8 @@ for _ in range(3):
                  for _ in range(50)]
         h2.wait(calls)
         h2.wait(listens, until="data")
+        # A refused stream (4xx) would end: the listen path would not have run.
+        assert not h2.ended.intersection(listens), "an HTTP/2 listen stream was refused"
         for stream in listens:
             h2.cancel(stream)
 time.sleep(5)  # idle: the timers and background tasks of a server with nothing to do

@@ -258,8 +258,8 @@ fn bare_streams(bare: &Server, h2_connections: Option<usize>) -> anyhow::Result<
 struct Growth {
     /// Bytes in all.
     each: f64,
-    /// Of those, file pages: the binary's code and data faulted in by the
-    /// first streams, paid once rather than per stream.
+    /// Of those, file pages: the binary's code or read-only data faulted in
+    /// by the first streams, paid once rather than per stream.
     file_each: f64,
 }
 
@@ -468,7 +468,7 @@ pub(crate) async fn fanout(binary: &Path, streams: usize, rounds: u64, h2_connec
         ms(percentile(&across_h2.times, 0.99)),
         ratio(&local, &floor),
     );
-    println!("\n| idle stream | resident memory each | of which file pages (code) | streams per GiB |");
+    println!("\n| idle stream | resident memory each | of which file pages | streams per GiB |");
     println!("|---|---|---|---|");
     for (name, Growth { each, file_each }) in &memory {
         println!(

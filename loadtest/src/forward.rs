@@ -34,8 +34,12 @@ impl Upstream {
         let socket = tokio::net::TcpStream::connect(authority).await?;
         socket.set_nodelay(true)?;
         let (sender, connection) = h2::client::handshake(socket).await?;
+        // Not reconnected: a run whose connection ends answers 502 from
+        // then on, which `load` counts as a failure. Say why it ended.
         tokio::spawn(async move {
-            let _ = connection.await;
+            if let Err(error) = connection.await {
+                eprintln!("the upstream connection ended: {error}");
+            }
         });
         Ok(Self { sender, uri })
     }
@@ -52,6 +56,7 @@ pub(crate) async fn forward(State(upstream): State<Upstream>, headers: HeaderMap
 
 async fn exchange(upstream: Upstream, headers: &HeaderMap, body: Bytes) -> anyhow::Result<Response> {
     let mut request = axum::http::Request::post(upstream.uri).body(())?;
+    // The first value of each (none of these is repeated in an MCP request).
     for name in PASSED_ON {
         if let Some(value) = headers.get(name) {
             request.headers_mut().insert(name, value.clone());

@@ -56,7 +56,8 @@ pub(crate) async fn register_plugins(server: &Server, wasm: &std::path::Path, up
     Ok(())
 }
 
-/// The rows of `plugin_call`, in the order it measures and prints them.
+/// The rows of `plugin_call`, in the order it measures and prints them
+/// (the indices below name places in that array).
 const SCENARIOS: usize = 6;
 const H2C: usize = 3;
 const HAND: usize = 4;
