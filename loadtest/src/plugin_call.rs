@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::load::{Run, load};
+use crate::load::load;
 use crate::servers::{Server, start_bare, start_bare_forwarding, start_switchyard_with, status_kib};
-use crate::tools_call::{CALL, CALL_HEADERS, Headers, ROUNDS};
+use crate::tools_call::{CALL, CALL_HEADERS, Headers, ROUNDS, Variant, best_rounds};
 
 /// The headers of a 2026-07-28 request of `method` naming `name`.
 macro_rules! mcp_headers {
@@ -85,7 +85,7 @@ pub(crate) async fn plugin_call(
     hand_written.url.push_str("mcp");
     let mut forwarder = start_bare_forwarding(Some(&upstream.url)).await?;
     forwarder.url.push_str("forward");
-    let scenarios: [(&str, &Server, &'static str, Headers); SCENARIOS] = [
+    let scenarios: [Variant<'_>; SCENARIOS] = [
         ("echo (built-in)", &server, CALL, CALL_HEADERS),
         ("units_convert (WASM)", &server, UNITS_CALL, UNITS_HEADERS),
         ("up_echo (upstream Switchyard, HTTP/1.1)", &server, UPSTREAM_CALL, UPSTREAM_HEADERS),
@@ -93,23 +93,13 @@ pub(crate) async fn plugin_call(
         ("hand-written handler (hand.rs), answering itself", &hand_written, CALL, CALL_HEADERS),
         ("least forwarder (forward.rs), the same upstream over h2c", &forwarder, CALL, CALL_HEADERS),
     ];
-    for (_, target, body, headers) in scenarios {
-        load(target, body, headers, 2_000, concurrency).await?;
-    }
-    let mut runs: [Vec<Run>; SCENARIOS] = Default::default();
-    for _ in 0..ROUNDS {
-        for (i, (_, target, body, headers)) in scenarios.iter().enumerate() {
-            runs[i].push(load(target, body, headers, requests, concurrency).await?);
-        }
-    }
-    let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
+    let runs = best_rounds(&scenarios, requests, concurrency).await?;
     let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
     println!("## tools/call by plugin kind, one server, {requests} requests at concurrency {concurrency}\n");
     println!("| tool | req/s | req per server CPU-s | ratio to built-in | p50 ms | p99 ms | max ms |");
     println!("|---|---|---|---|---|---|---|");
     let mut rates = [0.0; SCENARIOS];
-    for (i, ((name, target, body, headers), runs)) in scenarios.iter().zip(runs).enumerate() {
-        let run = best(runs).context("at least one round")?;
+    for (i, ((name, target, body, headers), run)) in scenarios.iter().zip(runs).enumerate() {
         let latency = load(target, body, headers, latency_requests, 1).await?;
         rates[i] = run.per_cpu_second();
         // The bare processes' rows are weighed against each other below.
@@ -125,8 +115,9 @@ pub(crate) async fn plugin_call(
     }
     // #18's upstream row weighed against what forwarding costs at the least:
     // the forwarder's CPU per call above the hand-written handler's, added
-    // to `echo`'s, is what an upstream call would cost a front whose
-    // forwarding were as lean as the least forwarder's.
+    // to `echo`'s, estimates what an upstream call would cost a front whose
+    // forwarding were as lean (an estimate: the bare processes run on
+    // another allocator, and the handler parses what the forwarder does not).
     let per_call = |rate: f64| 1.0 / rate;
     let least_extra = per_call(rates[FORWARDER]) - per_call(rates[HAND]);
     println!("\nleast forwarder / hand-written handler, per server CPU-second: {:.2}", rates[FORWARDER] / rates[HAND]);

@@ -22,6 +22,8 @@ pub(crate) const CALL_HEADERS: &[(&str, &str)] = &[
 ];
 /// Request headers of one scenario.
 pub(crate) type Headers = &'static [(&'static str, &'static str)];
+/// A row of a scenario: its name, the server it loads, and its request's body and headers.
+pub(crate) type Variant<'a> = (&'a str, &'a Server, &'static str, Headers);
 pub(crate) const BARE_HEADERS: &[(&str, &str)] = &[("content-type", "application/json")];
 /// Measured rounds per server.
 pub(crate) const ROUNDS: usize = 5;
@@ -46,7 +48,7 @@ pub(crate) async fn tools_call(
     let traced = start_switchyard_with(&binary, &traced_env(&otlp, "1")).await?;
     // The same with tracing on but every new trace sampled out.
     let sampled_out = start_switchyard_with(&binary, &traced_env(&otlp, "0")).await?;
-    let variants: [(&str, &Server, &'static str, Headers); VARIANTS] = [
+    let variants: [Variant<'_>; VARIANTS] = [
         ("bare axum", &bare_server, CALL, BARE_HEADERS),
         ("hand-written MCP handler on axum (hand.rs)", &hand_written, CALL, CALL_HEADERS),
         ("switchyard, JSON answer", &switchyard, CALL, CALL_HEADERS),
@@ -59,20 +61,7 @@ pub(crate) async fn tools_call(
     for (name, server, body, headers) in &variants[HAND..] {
         answers_the_echo(server, body, headers).await.with_context(|| format!("{name} did not answer the call"))?;
     }
-    // Warm every server (connections, allocator, caches) before measuring.
-    for (_, server, body, headers) in variants {
-        load(server, body, headers, 2_000, concurrency).await?;
-    }
-    // Alternate over several rounds and keep each variant's best round: the
-    // load generator shares this machine's cores, and the best round is the
-    // one least disturbed by it.
-    let mut runs: [Vec<Run>; VARIANTS] = Default::default();
-    for _ in 0..ROUNDS {
-        for (i, (_, server, body, headers)) in variants.iter().enumerate() {
-            runs[i].push(load(server, body, headers, requests, concurrency).await?);
-        }
-    }
-    let best = |runs: Vec<Run>| runs.into_iter().max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
+    let runs = best_rounds(&variants, requests, concurrency).await?;
     let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
     println!(
         "## tools/call (echo) vs bare axum, {requests} requests at concurrency {concurrency}; latency at concurrency 1\n"
@@ -82,8 +71,7 @@ pub(crate) async fn tools_call(
     let mut bare_rate = None;
     let mut json = None;
     let mut rates = [0.0; VARIANTS];
-    for (i, ((name, server, body, headers), runs)) in variants.iter().zip(runs).enumerate() {
-        let run = best(runs).context("at least one round")?;
+    for (i, ((name, server, body, headers), run)) in variants.iter().zip(runs).enumerate() {
         let latency = load(server, body, headers, latency_requests, 1).await?;
         let rate = run.per_cpu_second();
         rates[i] = rate;
@@ -117,6 +105,34 @@ pub(crate) async fn tools_call(
         rates[SAMPLED_OUT] / rates[JSON]
     );
     Ok(())
+}
+
+/// Each variant's best of [`ROUNDS`] runs of `requests` at `concurrency`,
+/// in the variants' order. Every server is warmed first (connections,
+/// allocator, caches), and the rounds alternate over the variants: the load
+/// generator shares this machine's cores, and the best round is the one
+/// least disturbed by it.
+pub(crate) async fn best_rounds(
+    variants: &[Variant<'_>],
+    requests: usize,
+    concurrency: usize,
+) -> anyhow::Result<Vec<Run>> {
+    for (_, server, body, headers) in variants {
+        load(server, body, headers, 2_000, concurrency).await?;
+    }
+    let mut runs: Vec<Vec<Run>> = variants.iter().map(|_| Vec::new()).collect();
+    for _ in 0..ROUNDS {
+        for ((_, server, body, headers), runs) in variants.iter().zip(&mut runs) {
+            runs.push(load(server, body, headers, requests, concurrency).await?);
+        }
+    }
+    runs.into_iter()
+        .map(|runs| {
+            runs.into_iter()
+                .max_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()))
+                .context("at least one round")
+        })
+        .collect()
 }
 
 /// One call of `body`; an error unless the answer echoes `hello` as the
