@@ -102,7 +102,8 @@ V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
 c = connect_when_ready(port, tries=1200, timeout=120)
 
-def post(method, params=None, name=None, sse=False, version=V, raw=None):
+def message(method, params=None, name=None, sse=False, version=V, raw=None):
+    """A request's body and headers, over either protocol."""
     params = dict(params or {})
     if version == V:
         params["_meta"] = META
@@ -112,8 +113,12 @@ def post(method, params=None, name=None, sse=False, version=V, raw=None):
                "mcp-protocol-version": version, "mcp-method": method}
     if name is not None:
         headers["mcp-name"] = name
-    c.request("POST", "/mcp", body, headers); r = c.getresponse(); answer = r.read()
+    return body, headers
+def post(method, params=None, name=None, sse=False, version=V, raw=None):
+    c.request("POST", "/mcp", *message(method, params, name, sse, version, raw))
+    r = c.getresponse(); answer = r.read()
     return r.status, answer
+LISTEN = ("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
 
 def result(method, params=None):
     status, answer = post(method, params)
@@ -173,25 +178,15 @@ for _ in range(3):
     post("tools/list", version="2025-11-25")
     # A listen stream: acknowledged, then closed by the client.
     s = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    s.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
-        "params": {"_meta": META, "notifications": {"toolsListChanged": True}}}),
-        {"content-type": "application/json", "accept": "application/json, text/event-stream",
-         "mcp-protocol-version": V, "mcp-method": "subscriptions/listen"})
+    s.request("POST", "/mcp", *message(*LISTEN))
     r = s.getresponse(); r.fp.readline(); s.close()
     # Over cleartext HTTP/2, as a load balancer speaking it carries them:
     # calls (JSON and SSE answers) and listen streams multiplexed on one
     # connection, the streams acknowledged, then reset by the client.
     with H2c(port) as h2:
-        headers = {"content-type": "application/json", "mcp-protocol-version": V}
-        listens = [h2.post("/mcp", json.dumps({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
-                       "params": {"_meta": META, "notifications": {"toolsListChanged": True}}}),
-                       {**headers, "accept": "application/json, text/event-stream",
-                        "mcp-method": "subscriptions/listen"}) for _ in range(10)]
-        calls = [h2.post("/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                     "params": {"name": "echo", "arguments": {"text": "hello"}, "_meta": META}}),
-                     {**headers, "accept": accept, "mcp-method": "tools/call", "mcp-name": "echo"})
-                 for accept in ("application/json, text/event-stream", "text/event-stream, application/json")
-                 for _ in range(50)]
+        listens = [h2.post("/mcp", *message(*LISTEN)) for _ in range(10)]
+        call = ("tools/call", {"name": "echo", "arguments": {"text": "hello"}}, "echo")
+        calls = [h2.post("/mcp", *message(*call, sse=sse)) for sse in (False, True) for _ in range(50)]
         h2.wait(calls)
         h2.wait(listens, until="data")
         # A refused stream (4xx) would end: the listen path would not have run.
