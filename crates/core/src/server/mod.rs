@@ -319,68 +319,92 @@ impl Server {
     ///
     /// Dropping the returned future cancels the request: the plugin's
     /// cancellation token fires.
-    pub async fn execute(&self, request: Prepared, outbox: Option<mpsc::Sender<Value>>) -> Execution {
+    ///
+    /// Not an `async fn`, nor is [`Server::execute_in_span`]: an `async fn`
+    /// keeps each argument twice in its future (as passed, and as the local
+    /// its body moves it into), and a `Prepared` is 456 bytes. Here the
+    /// request goes straight into the boxed future, and the future returned
+    /// holds only the box, the span and the clock (#18: `cargo rustc
+    /// --release -p switchyard-core --lib -- -Zprint-type-sizes`, under
+    /// `RUSTC_BOOTSTRAP=1`, gives every future's layout).
+    pub fn execute(
+        &self,
+        request: Prepared,
+        outbox: Option<mpsc::Sender<Value>>,
+    ) -> impl Future<Output = Execution> + Send + '_ {
         let (span, durations) = telemetry::mcp_span(&request);
         let started = std::time::Instant::now();
-        // The request's future is several KiB (3.7 for a tool call): on the
+        // The request's future is kilobytes (1.7 for a tool call): on the
         // heap, it is written once, where inline it was copied at every
         // layer that moved its parent (the span's wrapper, the endpoint's
         // future, axum's boxes, hyper's service future), about 2,500
         // instructions of `memcpy` a `tools/call` (callgrind).
-        let execution = Box::pin(self.execute_in_span(request, outbox)).instrument(span.clone()).await;
-        let error = match &execution {
-            Execution::Error { error, .. } => Some(i64::from(error.code)),
-            _ => None,
-        };
-        telemetry::finish_span(&span, &execution);
-        match execution {
-            // The span lasts as long as the stream (STYLE.md: one span per listen stream).
-            Execution::Listen(stream) => Execution::Listen(stream.in_span(span)),
-            execution => {
-                durations.record(error, started.elapsed());
-                execution
+        let running = Box::pin(self.execute_in_span(request, outbox)).instrument(span.clone());
+        async move {
+            let execution = running.await;
+            let error = match &execution {
+                Execution::Error { error, .. } => Some(i64::from(error.code)),
+                _ => None,
+            };
+            telemetry::finish_span(&span, &execution);
+            match execution {
+                // The span lasts as long as the stream (STYLE.md: one span per listen stream).
+                Execution::Listen(stream) => Execution::Listen(stream.in_span(span)),
+                execution => {
+                    durations.record(error, started.elapsed());
+                    execution
+                }
             }
         }
     }
 
-    async fn execute_in_span(&self, request: Prepared, outbox: Option<mpsc::Sender<Value>>) -> Execution {
-        let cancel = Cancellation::default();
-        let _cancel_on_drop = cancel.on_drop();
-        let era = request.era;
-        let method = request.method.clone();
-        // Only a modern first round may be reused: a retry's answer is for
-        // that retry alone, and a legacy result carries no caching hints.
-        let reusable = era == Era::Modern && !request.is_retry();
-        let outcome = match era {
-            Era::Modern => self.dispatch_modern(request, outbox, cancel).await,
-            Era::Legacy => self.dispatch_legacy(request, outbox, cancel).await,
-        };
-        match outcome {
-            Ok(Dispatched::Listen(stream)) => Execution::Listen(stream),
-            Ok(Dispatched::Result(Answer { result, cache })) => {
-                Execution::Result { result: self.finish(result, era), cache: cache.filter(|_| reusable) }
-            }
-            // The one place a request's error becomes its answer: logged here.
-            Err(error) => {
-                error.log_internal();
-                let refusal = error.refusal();
-                match error.delivery() {
-                    Delivery::Rpc(error) => Execution::Error { error, refusal },
-                    Delivery::ToolError(message) if method == Method::CallTool => {
-                        Execution::result(self.finish(Delivery::tool_result(&message), era))
-                    }
-                    // Only tools report failures in-band; elsewhere it is an internal error.
-                    Delivery::ToolError(message) => {
-                        Execution::error(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, message))
+    #[allow(clippy::manual_async_fn, reason = "an `async fn` would keep `request` twice (see `execute`)")]
+    fn execute_in_span(
+        &self,
+        mut request: Prepared,
+        outbox: Option<mpsc::Sender<Value>>,
+    ) -> impl Future<Output = Execution> + Send + '_ {
+        async move {
+            let cancel = Cancellation::default();
+            let _cancel_on_drop = cancel.on_drop();
+            let era = request.era;
+            let method = request.method.clone();
+            // Only a modern first round may be reused: a retry's answer is for
+            // that retry alone, and a legacy result carries no caching hints.
+            let reusable = era == Era::Modern && !request.is_retry();
+            let outcome = match era {
+                Era::Modern => self.dispatch_modern(&mut request, outbox, cancel).await,
+                Era::Legacy => self.dispatch_legacy(&request, outbox, cancel).await,
+            };
+            match outcome {
+                Ok(Dispatched::Listen(stream)) => Execution::Listen(stream),
+                Ok(Dispatched::Result(Answer { result, cache })) => {
+                    Execution::Result { result: self.finish(result, era), cache: cache.filter(|_| reusable) }
+                }
+                // The one place a request's error becomes its answer: logged here.
+                Err(error) => {
+                    error.log_internal();
+                    let refusal = error.refusal();
+                    match error.delivery() {
+                        Delivery::Rpc(error) => Execution::Error { error, refusal },
+                        Delivery::ToolError(message) if method == Method::CallTool => {
+                            Execution::result(self.finish(Delivery::tool_result(&message), era))
+                        }
+                        // Only tools report failures in-band; elsewhere it is an internal error.
+                        Delivery::ToolError(message) => {
+                            Execution::error(ErrorObject::new(switchyard_protocol::error::INTERNAL_ERROR, message))
+                        }
                     }
                 }
             }
         }
     }
 
+    /// A modern request, borrowed from [`Server::execute_in_span`]'s future
+    /// (moved, it would be kept there and here).
     async fn dispatch_modern(
         &self,
-        mut request: Prepared,
+        request: &mut Prepared,
         outbox: Option<mpsc::Sender<Value>>,
         cancel: Cancellation,
     ) -> Result<Dispatched, Error> {
@@ -393,14 +417,16 @@ impl Server {
         };
         let capabilities = Arc::new(std::mem::take(&mut meta.client_capabilities));
         if serves_alike(&request.method) {
-            let shared = self.dispatch_shared(&request, &snapshot, notifier, &capabilities, cancel).await;
+            let shared = self.dispatch_shared(request, &snapshot, notifier, &capabilities, cancel).await;
             return shared.map(Dispatched::Result);
         }
         let result = match &request.method {
             Method::Discover => return Ok(Dispatched::Result(self.discover())),
             Method::Listen => {
-                let Params::Listen(filter) = request.typed()? else { return Err(not_its_params(&request)) };
-                return self.listen(&request, filter, &capabilities).await.map(Dispatched::Listen);
+                let Params::Listen(filter) = request.typed()? else { return Err(not_its_params(request)) };
+                // Boxed, as the tasks' requests below: inline, these rarer
+                // futures would make every tool call's larger.
+                return Box::pin(self.listen(request, filter, &capabilities)).await.map(Dispatched::Listen);
             }
             Method::GetTask | Method::UpdateTask | Method::CancelTask => {
                 let Some(tasks) = &self.tasks else {
@@ -411,17 +437,17 @@ impl Server {
                 }
                 let params = request.typed()?;
                 let (Params::Task { task_id } | Params::UpdateTask { task_id, .. }) = params else {
-                    return Err(not_its_params(&request));
+                    return Err(not_its_params(request));
                 };
                 if tasks::is_relayed(task_id) {
                     // A task an upstream keeps: its plugin answers.
-                    let (request, snapshot, notifier) = (&request, &snapshot, Notifier::default());
+                    let (request, snapshot, notifier) = (&*request, &snapshot, Notifier::default());
                     let call =
                         Call { deps: self.call_deps(), request, params, snapshot, notifier, capabilities, cancel };
                     call.relayed_task().await?
                 } else {
                     let bus = self.catalog.bus().as_ref();
-                    tasks.serve(&request.method, params, &request.caller, bus, self.relay.replica()).await?
+                    Box::pin(tasks.serve(&request.method, params, &request.caller, bus, self.relay.replica())).await?
                 }
             }
             _ => return Err(ErrorObject::method_not_found(request.method.as_str()).into()),
@@ -431,7 +457,7 @@ impl Server {
 
     async fn dispatch_legacy(
         &self,
-        request: Prepared,
+        request: &Prepared,
         outbox: Option<mpsc::Sender<Value>>,
         cancel: Cancellation,
     ) -> Result<Dispatched, Error> {
@@ -446,7 +472,7 @@ impl Server {
         // client over the response stream (see `legacy`).
         let capabilities = Arc::new(Map::new());
         if serves_alike(&request.method) {
-            let shared = self.dispatch_shared(&request, &snapshot, notifier, &capabilities, cancel).await;
+            let shared = self.dispatch_shared(request, &snapshot, notifier, &capabilities, cancel).await;
             return shared.map(Dispatched::Result);
         }
         // A method the legacy era does not serve is unknown before its
