@@ -13,7 +13,6 @@
 //! connection, so an idle stream costs its stream state rather than a socket
 //! and two 8 KiB buffers, and one write carries an event to many streams.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,8 +24,8 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -65,7 +64,7 @@ pub fn bind(address: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
 pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown: impl Future<Output = ()>) {
     // One per protocol: the first bytes were read already, so hyper need not
     // tell them apart again.
-    let builders = Arc::new((connection_builder(config).http1_only(), connection_builder(config).http2_only()));
+    let builders = Arc::new(Builders::new(config));
     let timeouts = Arc::new(config.clone());
     // Tells every connection task to finish, once `shutdown` resolves.
     let stop = Stop::default();
@@ -98,21 +97,12 @@ pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown
                 request.map(Body::new)
             };
             // An HTTP/2 connection without streams is closed after the head
-            // deadline, as hyper closes an idle HTTP/1.1 one. An HTTP/1.1
-            // connection keeps the `Sleep` of that deadline from one head
-            // to the next (see `head_timer`), so it has a timer of its own.
-            let (builder, activity) = if revealed.is_h2() {
-                (Cow::Borrowed(&builders.1), Some(connection::Activity::new()))
-            } else {
-                // (A few `Arc`s and settings copied, once per connection.)
-                let mut builder = builders.0.clone();
-                builder.http1().timer(HeadTimer::default());
-                (Cow::Owned(builder), None)
-            };
+            // deadline, as hyper closes an idle HTTP/1.1 one.
+            let activity = revealed.is_h2().then(connection::Activity::new);
             // A stream counts from its request's arrival until its response
             // is sent (or the client resets it, dropping the future or body).
             let tracked = activity.clone();
-            let service = tower::service_fn(move |request: axum::http::Request<Incoming>| {
+            let service = TowerToHyperService::new(tower::service_fn(move |request: axum::http::Request<Incoming>| {
                 let stream = tracked.as_ref().map(|activity| activity.begin());
                 let routed = app.clone().oneshot(with_peer(request));
                 async move {
@@ -122,27 +112,47 @@ pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown
                         None => response,
                     })
                 }
-            });
-            let connection = builder.serve_connection(TokioIo::new(revealed), TowerToHyperService::new(service));
-            tokio::pin!(connection);
-            let idle = async {
-                match &activity {
-                    Some(activity) => activity.idle_for(config.header_read_timeout).await,
-                    None => std::future::pending().await,
+            }));
+            let io = TokioIo::new(revealed);
+            // The connection first in each race: it is what woke the task, nearly always.
+            let result = match activity {
+                Some(activity) => {
+                    // Boxed: an HTTP/2 connection's state is twice an HTTP/1.1
+                    // one's (1.6 KiB against 0.75), and inline it made every
+                    // connection's task as large, the many HTTP/1.1 ones (each
+                    // a listen stream, perhaps) too. A replica has few HTTP/2
+                    // connections, each carrying many streams.
+                    let mut connection = Box::pin(builders.http2.serve_connection(io, service));
+                    tokio::select! {
+                        biased;
+                        result = connection.as_mut() => result,
+                        () = stop.raised() => {
+                            connection.as_mut().graceful_shutdown();
+                            connection.await
+                        }
+                        () = activity.idle_for(config.header_read_timeout) => {
+                            tracing::trace!(%peer, "closing an idle HTTP/2 connection");
+                            connection.as_mut().graceful_shutdown();
+                            connection.await
+                        }
+                    }
                 }
-            };
-            // The connection first: it is what woke the task, nearly always.
-            let result = tokio::select! {
-                biased;
-                result = connection.as_mut() => result,
-                () = stop.raised() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-                () = idle => {
-                    tracing::trace!(%peer, "closing an idle HTTP/2 connection");
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
+                None => {
+                    // Its own timer: the `Sleep` of the head deadline, kept
+                    // from one head to the next (see `head_timer`). The
+                    // builder is a few `Arc`s and settings, copied once.
+                    let mut builder = builders.http1.clone();
+                    builder.timer(HeadTimer::default());
+                    let connection = builder.serve_connection(io, service);
+                    tokio::pin!(connection);
+                    tokio::select! {
+                        biased;
+                        result = connection.as_mut() => result,
+                        () = stop.raised() => {
+                            connection.as_mut().graceful_shutdown();
+                            connection.await
+                        }
+                    }
                 }
             };
             if let Err(error) = result {
@@ -194,20 +204,30 @@ impl Stop {
 }
 
 /// HTTP/1.1 and HTTP/2 settings of every connection. (An HTTP/1.1
-/// connection is given its own timer when it starts.)
-fn connection_builder(config: &Config) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // Also between requests: an idle keep-alive connection is closed after it.
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
-    // A peer that stops answering pings is gone: close it, and the
-    // listen streams it held, after the keep-alive timeout.
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(config.h2_max_concurrent_streams)
-        .keep_alive_interval(Some(config.h2_keep_alive_interval))
-        .keep_alive_timeout(config.h2_keep_alive_timeout);
-    builder
+/// connection is given its own timer when it starts.) hyper's own builders,
+/// not hyper-util's `auto` one: the first bytes were read already, and a
+/// connection of `auto`'s is an enum as large as its HTTP/2 variant, and
+/// wraps the socket once more to replay bytes it did not read.
+struct Builders {
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    fn new(config: &Config) -> Self {
+        let mut http1 = http1::Builder::new();
+        // Also between requests: an idle keep-alive connection is closed after it.
+        http1.timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
+        // A peer that stops answering pings is gone: close it, and the
+        // listen streams it held, after the keep-alive timeout.
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(config.h2_max_concurrent_streams)
+            .keep_alive_interval(Some(config.h2_keep_alive_interval))
+            .keep_alive_timeout(config.h2_keep_alive_timeout);
+        Self { http1, http2 }
+    }
 }
 
 /// A refused or reset connection is the client's business; anything else
