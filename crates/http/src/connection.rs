@@ -42,9 +42,10 @@ impl Revealed {
 
 /// Reads the client's first bytes, within `limit`: the HTTP/2 preface whole,
 /// or as much as shows it is not the preface. `None` when the client closes
-/// or is too slow. hyper tells the protocols apart by the same bytes but
-/// would wait for them forever (its head deadline starts only after); a
-/// read here sleeps until bytes arrive, where peeking would have to poll.
+/// or is too slow. hyper-util's `auto` builder tells the protocols apart by
+/// the same bytes but would wait for them forever (hyper's head deadline
+/// starts only after); a read here sleeps until bytes arrive, where peeking
+/// would have to poll.
 pub(crate) async fn reveal(mut stream: TcpStream, limit: Duration) -> Option<Revealed> {
     let mut first = [0; H2_PREFACE.len()];
     let read = async {

@@ -15,6 +15,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Poll, Waker};
@@ -26,6 +27,7 @@ use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulConnection;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -114,7 +116,6 @@ pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown
                 }
             }));
             let io = TokioIo::new(revealed);
-            // The connection first in each race: it is what woke the task, nearly always.
             let result = match activity {
                 Some(activity) => {
                     // Boxed: an HTTP/2 connection's state is twice an HTTP/1.1
@@ -123,36 +124,24 @@ pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown
                     // a listen stream, perhaps) too. A replica has few HTTP/2
                     // connections, each carrying many streams.
                     let mut connection = Box::pin(builders.http2.serve_connection(io, service));
-                    tokio::select! {
-                        biased;
-                        result = connection.as_mut() => result,
-                        () = stop.raised() => {
-                            connection.as_mut().graceful_shutdown();
-                            connection.await
-                        }
-                        () = activity.idle_for(config.header_read_timeout) => {
-                            tracing::trace!(%peer, "closing an idle HTTP/2 connection");
-                            connection.as_mut().graceful_shutdown();
-                            connection.await
-                        }
-                    }
+                    let idle = async move {
+                        activity.idle_for(config.header_read_timeout).await;
+                        tracing::trace!(%peer, "closing an idle HTTP/2 connection");
+                    };
+                    until_finished(connection.as_mut(), &stop, idle).await
                 }
                 None => {
                     // Its own timer: the `Sleep` of the head deadline, kept
                     // from one head to the next (see `head_timer`). The
-                    // builder is a few `Arc`s and settings, copied once.
-                    let mut builder = builders.http1.clone();
-                    builder.timer(HeadTimer::default());
-                    let connection = builder.serve_connection(io, service);
+                    // builder is a few `Arc`s and settings, copied once, and
+                    // gone before the first await, so the task does not keep it.
+                    let connection = {
+                        let mut builder = builders.http1.clone();
+                        builder.timer(HeadTimer::default());
+                        builder.serve_connection(io, service)
+                    };
                     tokio::pin!(connection);
-                    tokio::select! {
-                        biased;
-                        result = connection.as_mut() => result,
-                        () = stop.raised() => {
-                            connection.as_mut().graceful_shutdown();
-                            connection.await
-                        }
-                    }
+                    until_finished(connection, &stop, std::future::pending()).await
                 }
             };
             if let Err(error) = result {
@@ -164,6 +153,34 @@ pub async fn serve(listener: TcpListener, app: Router, config: &Config, shutdown
     stop.raise();
     connections.close();
     connections.wait().await;
+}
+
+/// Serves `connection` to its end. Once the server stops, or `idle` ends
+/// (an HTTP/2 connection without streams), it is asked to finish what it
+/// has in flight, and served until it has.
+async fn until_finished<C>(
+    mut connection: Pin<&mut C>,
+    stop: &Stop,
+    idle: impl Future<Output = ()>,
+) -> Result<(), C::Error>
+where
+    C: GracefulConnection,
+{
+    let finish = async {
+        tokio::select! {
+            biased;
+            () = stop.raised() => {}
+            () = idle => {}
+        }
+    };
+    // The connection first: it is what woke the task, nearly always.
+    tokio::select! {
+        biased;
+        result = connection.as_mut() => return result,
+        () = finish => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    connection.await
 }
 
 /// The signal for every connection to finish. A connection's task is woken
