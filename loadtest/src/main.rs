@@ -44,12 +44,12 @@ enum Scenario {
     /// without parsing the body; POST /mcp is the hand-written `tools/call`
     /// handler (`hand.rs`); GET /readyz answers once it listens. With
     /// `--forward`, POST /forward passes each request on to that upstream
-    /// over cleartext HTTP/2 (`forward.rs`).
+    /// over cleartext HTTP/2, and POST /forward1 over HTTP/1.1 (`forward.rs`).
     Bare {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:0")]
         bind: String,
-        /// An upstream MCP endpoint for POST /forward, e.g. `http://127.0.0.1:8080/mcp`.
+        /// An upstream MCP endpoint for POST /forward and /forward1, e.g. `http://127.0.0.1:8080/mcp`.
         #[arg(long)]
         forward: Option<String>,
     },
@@ -307,10 +307,15 @@ async fn bare(bind: String, forward: Option<String>) -> anyhow::Result<()> {
         .route("/v1/traces", axum::routing::post(otlp_sink))
         .route("/v1/metrics", axum::routing::post(otlp_sink));
     let app = match forward {
-        Some(url) => app.route(
-            "/forward",
-            axum::routing::post(forward::forward).with_state(forward::Upstream::connect(&url).await?),
-        ),
+        Some(url) => app
+            .route(
+                "/forward",
+                axum::routing::post(forward::forward).with_state(forward::Upstream::connect(&url).await?),
+            )
+            .route(
+                "/forward1",
+                axum::routing::post(forward::forward_http1).with_state(forward::Http1Upstream::new(&url)?),
+            ),
         None => app,
     };
     let listener = tokio::net::TcpListener::bind(&bind).await?;

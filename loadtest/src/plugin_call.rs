@@ -58,10 +58,12 @@ pub(crate) async fn register_plugins(server: &Server, wasm: &std::path::Path, up
 
 /// The rows of `plugin_call`, in the order it measures and prints them
 /// (the indices below name places in that array).
-const SCENARIOS: usize = 6;
+const SCENARIOS: usize = 7;
+const HTTP1: usize = 2;
 const H2C: usize = 3;
 const HAND: usize = 4;
 const FORWARDER: usize = 5;
+const FORWARDER_HTTP1: usize = 6;
 
 pub(crate) async fn plugin_call(
     binary: PathBuf,
@@ -80,11 +82,13 @@ pub(crate) async fn plugin_call(
     register_plugins(&server, &wasm, &upstream).await?;
     // Processes of their own, so that each one's CPU is counted apart: the
     // hand-written handler answering the call itself, and the least
-    // forwarder passing it on to the same upstream over h2c.
+    // forwarders passing it on to the same upstream over h2c and over HTTP/1.1.
     let mut hand_written = start_bare().await?;
     hand_written.url.push_str("mcp");
     let mut forwarder = start_bare_forwarding(Some(&upstream.url)).await?;
     forwarder.url.push_str("forward");
+    let mut forwarder_http1 = start_bare_forwarding(Some(&upstream.url)).await?;
+    forwarder_http1.url.push_str("forward1");
     let scenarios: [Variant<'_>; SCENARIOS] = [
         ("echo (built-in)", &server, CALL, CALL_HEADERS),
         ("units_convert (WASM)", &server, UNITS_CALL, UNITS_HEADERS),
@@ -92,6 +96,7 @@ pub(crate) async fn plugin_call(
         ("uph2_echo (the same upstream, h2c)", &server, UPSTREAM_H2C_CALL, UPSTREAM_H2C_HEADERS),
         ("hand-written handler (hand.rs), answering itself", &hand_written, CALL, CALL_HEADERS),
         ("least forwarder (forward.rs), the same upstream over h2c", &forwarder, CALL, CALL_HEADERS),
+        ("least forwarder (forward.rs), the same upstream over HTTP/1.1", &forwarder_http1, CALL, CALL_HEADERS),
     ];
     let runs = best_rounds(&scenarios, requests, concurrency).await?;
     let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
@@ -119,14 +124,20 @@ pub(crate) async fn plugin_call(
     // forwarding were as lean (an estimate: the bare processes run on
     // another allocator, and the handler parses what the forwarder does not).
     let per_call = |rate: f64| 1.0 / rate;
-    let least_extra = per_call(rates[FORWARDER]) - per_call(rates[HAND]);
-    println!("\nleast forwarder / hand-written handler, per server CPU-second: {:.2}", rates[FORWARDER] / rates[HAND]);
-    println!(
-        "an upstream call whose forwarding cost the least forwarder's extra CPU ({:.1} µs) would be {:.2} of `echo` (h2c here: {:.2}; #18's target >= 0.5)",
-        least_extra * 1e6,
-        per_call(rates[0]) / (per_call(rates[0]) + least_extra),
-        rates[H2C] / rates[0]
-    );
+    println!();
+    for (forwarder, upstream, protocol) in [(FORWARDER, H2C, "h2c"), (FORWARDER_HTTP1, HTTP1, "HTTP/1.1")] {
+        let least_extra = per_call(rates[forwarder]) - per_call(rates[HAND]);
+        println!(
+            "least forwarder over {protocol} / hand-written handler, per server CPU-second: {:.2}",
+            rates[forwarder] / rates[HAND]
+        );
+        println!(
+            "an upstream call over {protocol} whose forwarding cost the least forwarder's extra CPU ({:.1} µs) would be {:.2} of `echo` ({protocol} here: {:.2}; #18's target >= 0.5)",
+            least_extra * 1e6,
+            per_call(rates[0]) / (per_call(rates[0]) + least_extra),
+            rates[upstream] / rates[0]
+        );
+    }
     let (through, built_in) = cached_read(&server, &upstream, requests, concurrency).await?;
     println!(
         "\n`resources/read` of `test://static-text`: from the front server's answer cache {through:.0} per server CPU-second, built in (the upstream serving it itself) {built_in:.0}: **{:.2}** (target: near 1)",
