@@ -24,7 +24,9 @@ mod answer;
 mod asked;
 mod bounded;
 mod cancel;
+mod dial;
 mod h2c;
+mod http1;
 mod listen;
 mod relay;
 mod token;
@@ -134,6 +136,8 @@ pub struct McpClient {
     http: reqwest::Client,
     /// Where requests go when the spec says `h2c` (`client::h2c` says why).
     h2c: Option<h2c::H2c>,
+    /// Where requests go for any other `http` URL (`client::http1` says why).
+    http1: Option<http1::Http1>,
     /// For the token endpoint: `http` itself, unless that speaks `h2c`.
     token_http: reqwest::Client,
     spec: UpstreamSpec,
@@ -221,9 +225,14 @@ impl McpClient {
             true => Some(h2c::H2c::new(&spec.url, &policy).map_err(|e| ("spec.url".to_owned(), e))?),
             false => None,
         };
+        let http1 = match !spec.h2c && spec.url.scheme() == "http" {
+            true => Some(http1::Http1::new(&spec.url, &policy).map_err(|e| ("spec.url".to_owned(), e))?),
+            false => None,
+        };
         Ok(Arc::new(Self {
             http,
             h2c,
+            http1,
             token_http,
             spec,
             policy,

@@ -35,7 +35,10 @@
 //!   transport are sent again within a retry budget. Connections are pooled
 //!   and kept alive, over HTTP/2 where the upstream offers it. An upstream
 //!   marked `h2c` is sent its requests on one connection of the client's own
-//!   (`client::h2c`), whose writes carry the requests of many calls at once.
+//!   (`client::h2c`), whose writes carry the requests of many calls at once;
+//!   any other `http` upstream on HTTP/1.1 connections of its own
+//!   (`client::http1`), kept alive and given back once an answer is read.
+//!   reqwest carries `https` upstreams.
 //! - The answer cache (`switchyard-answers`, shared with WASM plugins):
 //!   answers kept for their `ttlMs`, public ones for every caller and
 //!   private ones per authorization context, identical reads in flight asked

@@ -147,15 +147,21 @@ mod tests {
     /// it was a quarter of an upstream call's instructions (#18).
     #[test]
     fn a_call_s_request_future_stays_small() {
-        let spec = json!({"url": "http://tools.example.com/mcp", "h2c": true});
-        let spec = UpstreamSpec::parse(&spec, &Default::default()).unwrap();
-        let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
-        let parking = Parking::new(bus);
-        let limits = UpstreamLimits::default();
-        let client = McpClient::new(spec, OutboundPolicy::default(), limits, "tools", &parking).unwrap();
-        let cx = CallContext::detached(Instant::now());
-        let request = client.request_interruptible("tools/call", Map::new(), Some("t"), &[], &cx);
-        let size = std::mem::size_of_val(&request);
-        assert!(size <= 2048, "a tool call's request future is {size} bytes");
+        // Over h2c, over HTTP/1.1 (our connections), and through reqwest.
+        for spec in [
+            json!({"url": "http://tools.example.com/mcp", "h2c": true}),
+            json!({"url": "http://tools.example.com/mcp"}),
+            json!({"url": "https://tools.example.com/mcp"}),
+        ] {
+            let spec = UpstreamSpec::parse(&spec, &Default::default()).unwrap();
+            let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
+            let parking = Parking::new(bus);
+            let limits = UpstreamLimits::default();
+            let client = McpClient::new(spec, OutboundPolicy::default(), limits, "tools", &parking).unwrap();
+            let cx = CallContext::detached(Instant::now());
+            let request = client.request_interruptible("tools/call", Map::new(), Some("t"), &[], &cx);
+            let size = std::mem::size_of_val(&request);
+            assert!(size <= 2048, "a tool call's request future is {size} bytes");
+        }
     }
 }

@@ -34,7 +34,6 @@
 //! polls, and its turn comes once its worker has run what was ready (or at
 //! tokio's event interval, under a queue that never empties).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -43,15 +42,12 @@ use bytes::Bytes;
 use h2::client::{Connection, SendRequest};
 use reqwest::header::HeaderMap;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::CallError;
+use super::dial::dial;
 use crate::outbound::OutboundPolicy;
 
-/// How long resolving the upstream's name may take, and connecting to its
-/// addresses, shared between them (as reqwest's `connect_timeout`).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often an open connection is pinged, and how long its pong may take.
 const PING_INTERVAL: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
@@ -189,14 +185,7 @@ impl H2c {
     /// Opens a connection: the first address the policy allows that accepts,
     /// then the HTTP/2 handshake; its task runs until the connection ends.
     async fn open(&self) -> Result<Opened, CallError> {
-        // (`new` made sure there is a host; an IPv6 one comes in brackets.)
-        let host = self.uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
-        let port = self.uri.port_u16().unwrap_or(80);
-        let addresses = tokio::time::timeout(CONNECT_TIMEOUT, self.policy.addresses(host, port))
-            .await
-            .map_err(|_| CallError::Transport(format!("resolving {host} timed out")))?
-            .map_err(CallError::Transport)?;
-        let tcp = connect_any(&addresses).await?;
+        let tcp = dial(&self.uri, &self.policy).await?;
         // (The handshake only queues our preface and settings: it waits for nothing.)
         let (sender, mut connection) = h2::client::Builder::new()
             .initial_max_send_streams(FIRST_MAX_STREAMS)
@@ -270,26 +259,6 @@ async fn keep_alive(mut pings: h2::PingPong, abandoned: &Notify) -> String {
         }
         tokio::time::sleep(PING_SPACING).await;
     }
-}
-
-/// A TCP connection to the first of `addresses` that accepts, without
-/// Nagle's delay. Each address has an equal share of [`CONNECT_TIMEOUT`], so
-/// one that never answers (an IPv6 address without a route, say) leaves time
-/// for the next.
-async fn connect_any(addresses: &[SocketAddr]) -> Result<TcpStream, CallError> {
-    let share = CONNECT_TIMEOUT / u32::try_from(addresses.len().max(1)).unwrap_or(u32::MAX);
-    let mut last = None;
-    for address in addresses {
-        match tokio::time::timeout(share, TcpStream::connect(address)).await {
-            Ok(Ok(tcp)) => {
-                tcp.set_nodelay(true).map_err(|e| CallError::Transport(e.to_string()))?;
-                return Ok(tcp);
-            }
-            Ok(Err(e)) => last = Some(format!("{address}: {e}")),
-            Err(_) => last = Some(format!("{address}: no answer within {share:?}")),
-        }
-    }
-    Err(CallError::Transport(last.unwrap_or_else(|| "no address to connect to".into())))
 }
 
 /// Drives a connection, letting the tasks ready on its worker run before

@@ -1,14 +1,17 @@
 //! What goes on the wire for [`McpClient`]: the headers every request to
 //! an upstream carries (content negotiation, the revision, `Mcp-Method` and
 //! `Mcp-Name`, our credentials, never the caller's), one POST with its
-//! cancel notice armed for a 2025-era session (through reqwest's pool, or on
-//! the connection of an upstream marked `h2c`: [`Response`] is either
-//! answer), and the answer read under the operator's bounds (JSON, or the
+//! cancel notice armed for a 2025-era session (on our HTTP/1.1 connections
+//! to an `http` upstream, on the connection of one marked `h2c`, or through
+//! reqwest's pool to an `https` one: [`Response`] is any of the three
+//! answers), and the answer read under the operator's bounds (JSON, or the
 //! call's SSE stream).
 
 use bytes::Bytes;
 use futures::future::Either;
 use futures::{Stream, StreamExt as _};
+use http_body_util::BodyExt as _;
+use hyper::body::{Body as _, Incoming};
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -19,6 +22,7 @@ use switchyard_protocol::{headers, version};
 use super::answer::read_capped;
 use super::cancel::CancelOnDrop;
 use super::h2c::H2cResponse;
+use super::http1::Lease;
 use super::{Answer, CallError, Era, McpClient, Relay, Weight};
 use crate::limits::{Bound, json_values};
 
@@ -109,9 +113,13 @@ impl McpClient {
         relay: Option<&Relay<'_>>,
         caller: Option<&Caller>,
     ) -> Result<Answer, CallError> {
-        let response = match &self.h2c {
-            Some(h2c) => Response::H2c(h2c.post(request_headers, Bytes::from(serialized(body)?)).await?),
-            None => Response::Pooled(
+        let response = match (&self.h2c, &self.http1) {
+            (Some(h2c), _) => Response::H2c(h2c.post(request_headers, Bytes::from(serialized(body)?)).await?),
+            (None, Some(http1)) => {
+                let (response, lease) = http1.post(request_headers, Bytes::from(serialized(body)?)).await?;
+                Response::Http1(response, lease)
+            }
+            (None, None) => Response::Pooled(
                 self.http
                     .post(self.spec.url.clone())
                     .headers(request_headers)
@@ -179,11 +187,13 @@ fn serialized(body: &Value) -> Result<Vec<u8>, CallError> {
     serde_json::to_vec(body).map_err(|e| CallError::Transport(format!("the request cannot be written as JSON: {e}")))
 }
 
-/// An upstream's answer to a POST, by whichever way it came: reqwest's pool,
-/// or the connection of an upstream marked `h2c`.
+/// An upstream's answer to a POST, by whichever way it came: reqwest's pool
+/// (`https`), the connection of an upstream marked `h2c`, or one of our
+/// HTTP/1.1 connections, given back once the answer is read to its end.
 pub(super) enum Response {
     Pooled(reqwest::Response),
     H2c(H2cResponse),
+    Http1(http::Response<Incoming>, Lease),
 }
 
 impl Response {
@@ -191,6 +201,7 @@ impl Response {
         match self {
             Self::Pooled(response) => response.status(),
             Self::H2c(response) => response.status(),
+            Self::Http1(response, _) => response.status(),
         }
     }
 
@@ -198,6 +209,7 @@ impl Response {
         match self {
             Self::Pooled(response) => response.headers(),
             Self::H2c(response) => response.headers(),
+            Self::Http1(response, _) => response.headers(),
         }
     }
 
@@ -205,31 +217,75 @@ impl Response {
     pub(super) fn content_length(&self) -> Option<u64> {
         match self {
             Self::Pooled(response) => response.content_length(),
-            Self::H2c(response) => response.headers().get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok(),
+            Self::H2c(response) => announced_length(response.headers()),
+            Self::Http1(response, _) => announced_length(response.headers()),
         }
     }
 
     /// Its body, chunk by chunk as it arrives; a failure ends it.
     pub(super) fn chunks(self) -> impl Stream<Item = Result<Bytes, CallError>> + Send + 'static {
-        let transport = |e: &dyn std::error::Error| CallError::Transport(switchyard_core::error::chain(e));
         match self {
             Self::Pooled(response) => {
                 Either::Left(response.bytes_stream().map(move |chunk| chunk.map_err(|e| transport(&e))))
             }
+            Self::Http1(response, lease) => Either::Right(Either::Left(http1_chunks(response.into_body(), lease))),
             Self::H2c(response) => {
-                Either::Right(futures::stream::unfold(Some(response.into_body()), move |body| async move {
-                    let mut body = body?;
-                    match body.data().await? {
-                        Ok(chunk) => {
-                            // What was read may be sent again: the window is what
-                            // this reader has not yet taken, never the whole answer.
-                            let _ = body.flow_control().release_capacity(chunk.len());
-                            Some((Ok(chunk), Some(body)))
+                Either::Right(Either::Right(futures::stream::unfold(
+                    Some(response.into_body()),
+                    move |body| async move {
+                        let mut body = body?;
+                        match body.data().await? {
+                            Ok(chunk) => {
+                                // What was read may be sent again: the window is what
+                                // this reader has not yet taken, never the whole answer.
+                                let _ = body.flow_control().release_capacity(chunk.len());
+                                Some((Ok(chunk), Some(body)))
+                            }
+                            Err(e) => Some((Err(transport(&e)), None)),
                         }
-                        Err(e) => Some((Err(transport(&e)), None)),
-                    }
-                }))
+                    },
+                )))
             }
         }
     }
+}
+
+/// A failure reading an answer's body.
+fn transport(error: &dyn std::error::Error) -> CallError {
+    CallError::Transport(switchyard_core::error::chain(error))
+}
+
+/// The length a head announces.
+fn announced_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+/// The chunks of an answer that came on one of our HTTP/1.1 connections;
+/// the connection is given back once the last is read (its end known from
+/// its length, or from the chunked coding's last chunk), and closed if the
+/// stream is dropped before, or fails.
+fn http1_chunks(body: Incoming, lease: Lease) -> impl Stream<Item = Result<Bytes, CallError>> + Send + 'static {
+    futures::stream::unfold(Some((body, lease)), |read| async move {
+        let (mut body, lease) = read?;
+        loop {
+            match body.frame().await {
+                None => {
+                    lease.give_back();
+                    return None;
+                }
+                Some(Ok(frame)) => {
+                    // (Trailers carry nothing to hand on.)
+                    let chunk = frame.into_data().unwrap_or_default();
+                    if body.is_end_stream() {
+                        lease.give_back();
+                        return (!chunk.is_empty()).then_some((Ok(chunk), None));
+                    }
+                    if !chunk.is_empty() {
+                        return Some((Ok(chunk), Some((body, lease))));
+                    }
+                }
+                Some(Err(e)) => return Some((Err(transport(&e)), None)),
+            }
+        }
+    })
 }
