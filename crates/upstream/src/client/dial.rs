@@ -21,6 +21,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const KEEP_ALIVE: socket2::TcpKeepalive =
     socket2::TcpKeepalive::new().with_time(Duration::from_secs(15)).with_interval(Duration::from_secs(15));
 
+/// `url` as what [`dial`] takes: an `http` URI that names a host.
+pub(super) fn uri(url: &reqwest::Url) -> Result<http::Uri, String> {
+    let uri: http::Uri = url.as_str().parse().map_err(|e| format!("{e}"))?;
+    match uri.host() {
+        Some(_) => Ok(uri),
+        None => Err("the URL has no host".into()),
+    }
+}
+
 /// A TCP connection to the host and port of `uri` (an `http` URL with a
 /// host; an IPv6 literal comes in brackets), at an address `policy` allows.
 pub(super) async fn dial(uri: &http::Uri, policy: &OutboundPolicy) -> Result<TcpStream, CallError> {

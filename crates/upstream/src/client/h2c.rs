@@ -45,7 +45,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
 use super::CallError;
-use super::dial::dial;
+use super::dial::{self, dial};
 use crate::outbound::OutboundPolicy;
 
 /// How often an open connection is pinged, and how long its pong may take.
@@ -101,12 +101,8 @@ pub(crate) type H2cResponse = http::Response<h2::RecvStream>;
 impl H2c {
     /// The connection to `url` (an `http` URL the policy let through), opened on first use.
     pub(crate) fn new(url: &reqwest::Url, policy: &OutboundPolicy) -> Result<Self, String> {
-        let uri: http::Uri = url.as_str().parse().map_err(|e| format!("{e}"))?;
-        if uri.host().is_none() {
-            return Err("the URL has no host".into());
-        }
         Ok(Self {
-            uri,
+            uri: dial::uri(url)?,
             policy: policy.clone(),
             open: std::sync::Mutex::new(None),
             opening: tokio::sync::Mutex::new(()),

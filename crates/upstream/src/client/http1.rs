@@ -51,7 +51,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 
 use super::CallError;
-use super::dial::dial;
+use super::dial::{self, dial};
 use crate::outbound::OutboundPolicy;
 
 /// How long a connection may stay idle and still be used (reqwest's default).
@@ -62,8 +62,8 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 const READY_WITHIN: Duration = Duration::from_secs(1);
 
 type Sender = http1::SendRequest<Full<Bytes>>;
-/// The idle connections, the one that went idle last at the end.
-type Idle = Arc<Mutex<Vec<(Sender, Instant)>>>;
+/// The idle connections, each with when it went idle, the last at the end.
+type Idle = Mutex<Vec<(Sender, Instant)>>;
 
 /// The HTTP/1.1 connections of one upstream (module docs).
 pub(crate) struct Http1 {
@@ -73,7 +73,7 @@ pub(crate) struct Http1 {
     /// The `Host` header: the URL's host, and its port unless it is 80.
     host: HeaderValue,
     policy: OutboundPolicy,
-    idle: Idle,
+    idle: Arc<Idle>,
     /// Whether the task that closes connections idle too long runs.
     reaping: AtomicBool,
 }
@@ -88,11 +88,11 @@ impl std::fmt::Debug for Http1 {
 /// to its end, or, dropped before, once hyper has read or dropped the rest.
 pub(crate) struct Lease {
     sender: Option<Sender>,
-    idle: Idle,
+    idle: Arc<Idle>,
 }
 
 impl Lease {
-    fn new(sender: Sender, idle: &Idle) -> Self {
+    fn new(sender: Sender, idle: &Arc<Idle>) -> Self {
         Self { sender: Some(sender), idle: Arc::clone(idle) }
     }
 
@@ -119,7 +119,7 @@ impl Drop for Lease {
 }
 
 /// `sender` among the idle connections, and those idle too long closed.
-fn keep(idle: &Mutex<Vec<(Sender, Instant)>>, sender: Sender) {
+fn keep(idle: &Idle, sender: Sender) {
     let mut idle = idle.lock().unwrap_or_else(|p| p.into_inner());
     close_stale(&mut idle);
     idle.push((sender, Instant::now()));
@@ -139,8 +139,8 @@ pub(crate) type Http1Response = (http::Response<Incoming>, Lease);
 impl Http1 {
     /// The connections to `url` (an `http` URL the policy let through), none open yet.
     pub(crate) fn new(url: &reqwest::Url, policy: &OutboundPolicy) -> Result<Self, String> {
-        let uri: http::Uri = url.as_str().parse().map_err(|e| format!("{e}"))?;
-        let host = uri.host().ok_or("the URL has no host")?;
+        let uri = dial::uri(url)?;
+        let host = uri.host().unwrap_or_default();
         let host = match uri.port_u16() {
             Some(port) if port != 80 => format!("{host}:{port}"),
             _ => host.to_owned(),
@@ -195,15 +195,10 @@ impl Http1 {
     /// closed or idle too long are dropped on the way.
     async fn kept(&self) -> Option<Sender> {
         loop {
-            let mut sender = {
+            let (mut sender, _) = {
                 let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-                let (sender, since) = idle.pop()?;
-                if since.elapsed() > IDLE_TIMEOUT {
-                    // The others went idle before it.
-                    idle.clear();
-                    return None;
-                }
-                sender
+                close_stale(&mut idle);
+                idle.pop()?
             };
             // At once, or as soon as its task has seen its last answer's end.
             if let Ok(Ok(())) = tokio::time::timeout(READY_WITHIN, sender.ready()).await {
@@ -239,7 +234,7 @@ struct Unsent(Option<http::Request<Full<Bytes>>>, CallError);
 
 /// Closes the connections of `idle` that stay idle too long, every
 /// [`IDLE_TIMEOUT`], until the pool is gone.
-fn reap(idle: Weak<Mutex<Vec<(Sender, Instant)>>>) {
+fn reap(idle: Weak<Idle>) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(IDLE_TIMEOUT).await;
