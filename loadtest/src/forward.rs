@@ -53,8 +53,21 @@ impl Upstream {
 /// `POST /forward`: the request's body and MCP headers to the upstream, and
 /// its answer back with the upstream's status and content type.
 pub(crate) async fn forward(State(upstream): State<Upstream>, headers: HeaderMap, body: Bytes) -> Response {
-    match exchange(upstream, &headers, body).await {
-        Ok(response) => response,
+    relayed(exchange(upstream, &headers, body).await)
+}
+
+/// The upstream's status, head and whole body, as a forwarder had them.
+type Answered = anyhow::Result<(StatusCode, HeaderMap, Bytes)>;
+
+/// The upstream's answer with its status and content type, or 502 saying
+/// why there was none.
+fn relayed(answered: Answered) -> Response {
+    match answered {
+        Ok((status, headers, body)) => {
+            let content_type =
+                headers.get(header::CONTENT_TYPE).cloned().unwrap_or(HeaderValue::from_static("application/json"));
+            (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
+        }
         Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
     }
 }
@@ -69,7 +82,7 @@ fn pass_on(headers: &HeaderMap, request: &mut HeaderMap) {
     }
 }
 
-async fn exchange(upstream: Upstream, headers: &HeaderMap, body: Bytes) -> anyhow::Result<Response> {
+async fn exchange(upstream: Upstream, headers: &HeaderMap, body: Bytes) -> Answered {
     let mut request = axum::http::Request::post(upstream.uri).body(())?;
     pass_on(headers, request.headers_mut());
     let mut sender = upstream.sender.ready().await?;
@@ -82,9 +95,7 @@ async fn exchange(upstream: Upstream, headers: &HeaderMap, body: Bytes) -> anyho
         let _ = incoming.flow_control().release_capacity(chunk.len());
         answered.extend_from_slice(&chunk);
     }
-    let content_type =
-        head.headers.get(header::CONTENT_TYPE).cloned().unwrap_or(HeaderValue::from_static("application/json"));
-    Ok((head.status, [(header::CONTENT_TYPE, content_type)], answered).into_response())
+    Ok((head.status, head.headers, answered.into()))
 }
 
 /// The upstream over HTTP/1.1: its address, the path and host every request
@@ -133,13 +144,10 @@ impl Http1Upstream {
 
 /// `POST /forward1`: as `POST /forward`, over HTTP/1.1.
 pub(crate) async fn forward_http1(State(upstream): State<Http1Upstream>, headers: HeaderMap, body: Bytes) -> Response {
-    match exchange_http1(upstream, &headers, body).await {
-        Ok(response) => response,
-        Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
-    }
+    relayed(exchange_http1(upstream, &headers, body).await)
 }
 
-async fn exchange_http1(upstream: Http1Upstream, headers: &HeaderMap, body: Bytes) -> anyhow::Result<Response> {
+async fn exchange_http1(upstream: Http1Upstream, headers: &HeaderMap, body: Bytes) -> Answered {
     let mut request = axum::http::Request::post(upstream.path.as_str()).body(Full::new(body))?;
     request.headers_mut().insert(header::HOST, upstream.host.clone());
     pass_on(headers, request.headers_mut());
@@ -148,7 +156,5 @@ async fn exchange_http1(upstream: Http1Upstream, headers: &HeaderMap, body: Byte
     let answered = incoming.collect().await?.to_bytes();
     // Read to its end, the connection may carry the next request.
     upstream.idle.lock().expect("not poisoned").push(sender);
-    let content_type =
-        head.headers.get(header::CONTENT_TYPE).cloned().unwrap_or(HeaderValue::from_static("application/json"));
-    Ok((head.status, [(header::CONTENT_TYPE, content_type)], answered).into_response())
+    Ok((head.status, head.headers, answered))
 }
