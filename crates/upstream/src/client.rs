@@ -35,6 +35,7 @@ mod wire;
 pub(crate) use asked::{Interrupted, Reply};
 pub(crate) use relay::{Passes, Relay, is_passed_on};
 use token::{ExchangedTokens, Token};
+use wire::Outgoing;
 
 /// The protocol revision we ask a legacy upstream for.
 const LEGACY_VERSION: &str = "2025-11-25";
@@ -155,8 +156,8 @@ pub struct McpClient {
     token: Mutex<Option<Token>>,
     /// Tokens exchanged for callers' tokens (token exchange).
     exchanged: ExchangedTokens,
-    /// The static header, resolved once.
-    header: Option<(HeaderName, HeaderValue)>,
+    /// What every request's headers start from (`wire::HeaderBase`).
+    header_base: wire::HeaderBase,
     next_id: AtomicU64,
     /// Places for requests in flight (`max_in_flight`).
     in_flight: tokio::sync::Semaphore,
@@ -242,7 +243,7 @@ impl McpClient {
             offers_tasks: AtomicBool::new(false),
             token: Mutex::new(None),
             exchanged: token::exchanged_tokens(),
-            header,
+            header_base: wire::HeaderBase::new(header),
             next_id: AtomicU64::new(1),
             in_flight: tokio::sync::Semaphore::new(limits.max_in_flight),
             breaker: Breaker::new(limits.breaker_failures, limits.breaker_open, &upstream),
@@ -424,9 +425,9 @@ impl McpClient {
             "capabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
             "clientInfo": {"name": "switchyard", "version": env!("CARGO_PKG_VERSION")}
         });
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": request::INITIALIZE, "params": params});
+        let message = Outgoing::new(Some(json!(self.id())), request::INITIALIZE, Some(&params))?;
         let fresh = Era::Session { version: LEGACY_VERSION.into(), session: None };
-        let answer = self.post(&fresh, request::INITIALIZE, None, &[], &body, None).await?;
+        let answer = self.post(&fresh, request::INITIALIZE, None, &[], &message, None).await?;
         let (result, session) = (Self::result(answer.message)?, answer.session);
         let version = result
             .get("protocolVersion")
@@ -440,7 +441,7 @@ impl McpClient {
             })?
             .to_owned();
         let era = Era::Session { version, session };
-        let initialized = json!({"jsonrpc": "2.0", "method": notification::INITIALIZED});
+        let initialized = Outgoing::new(None, notification::INITIALIZED, None)?;
         self.post(&era, notification::INITIALIZED, None, &[], &initialized, None).await?;
         Ok(era)
     }
@@ -489,8 +490,9 @@ impl McpClient {
         if !request_meta.is_empty() {
             params.insert(meta::META.into(), Value::Object(request_meta));
         }
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let answer = self.post(era, method, name, &extra, &body, relay).instrument(span).await?;
+        // (Written now: the parameters are not held while the answer is awaited.)
+        let message = Outgoing::new(Some(id), method, Some(&Value::Object(params)))?;
+        let answer = self.post(era, method, name, &extra, &message, relay).instrument(span).await?;
         Ok((Self::result(answer.message)?, answer.weight))
     }
 

@@ -52,6 +52,7 @@
 
 mod breaker;
 mod client;
+mod counted;
 mod follow;
 mod input;
 mod limits;

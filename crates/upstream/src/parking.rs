@@ -375,7 +375,7 @@ async fn next_turn(
 fn from_turn(mut turn: Value) -> Result<Reply, CallError> {
     if let Some(result) = turn.get_mut("result").map(Value::take) {
         let text = result.to_string();
-        let weight = Weight { bytes: text.len(), values: crate::limits::json_values(text.as_bytes()) };
+        let weight = Weight::of(&result, text.len());
         return Ok(Reply::Answer(result, weight));
     }
     let asked = &turn["asked"];

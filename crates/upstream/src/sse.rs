@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::limits::json_values;
+use crate::counted::{self, Unparsed};
 
 /// Why an event stream was given up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,7 +94,7 @@ impl SseBuffer {
 }
 
 /// The JSON message an event's `data:` lines carry, if any; its values are
-/// counted before it is parsed.
+/// counted as it is parsed, which stops at the bound.
 fn parse_event(event: &[u8], max_values: usize) -> Result<Option<Message>, SseError> {
     let text = String::from_utf8_lossy(event);
     let mut data = String::new();
@@ -108,11 +108,11 @@ fn parse_event(event: &[u8], max_values: usize) -> Result<Option<Message>, SseEr
     if data.is_empty() {
         return Ok(None);
     }
-    let values = json_values(data.as_bytes());
-    if values > max_values {
-        return Err(SseError::EventTooDense(max_values));
+    match counted::parse(data.as_bytes(), max_values) {
+        Ok((value, values)) => Ok(Some(Message { value, values })),
+        Err(Unparsed::Dense) => Err(SseError::EventTooDense(max_values)),
+        Err(Unparsed::NotJson(_)) => Ok(None),
     }
-    Ok(serde_json::from_str(&data).ok().map(|value| Message { value, values }))
 }
 
 /// Where the first event in `bytes` ends, and the length of its blank-line
@@ -218,7 +218,7 @@ mod tests {
         let mut buffer = SseBuffer::new(64, 1000);
         let long = format!("data: \"{}\"\n\n", "a".repeat(100));
         assert_eq!(buffer.push(long.as_bytes()), Err(SseError::EventTooLarge(64)));
-        // Small on the wire, dense in values: refused before it is parsed.
+        // Small on the wire, dense in values: refused at the value over the bound.
         let mut buffer = SseBuffer::new(1 << 20, 1000);
         let dense = format!("data: [{}0]\n\n", "0,".repeat(2000));
         assert_eq!(buffer.push(dense.as_bytes()), Err(SseError::EventTooDense(1000)));

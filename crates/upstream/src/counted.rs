@@ -1,0 +1,182 @@
+//! [`parse`]: an upstream's JSON message parsed while its values are
+//! counted, and given up on as soon as they pass the operator's bound.
+//!
+//! A message small on the wire can be dense in values (`[0,0,0,…]` takes
+//! two bytes a value, its parsed form 32 or more), so what its parse may
+//! build is bounded by its values, not its bytes. Counting them in a pass of
+//! their own before the parse read every
+//! answer twice: on an upstream's `echo`, 2,900 of the 105,000 instructions
+//! a call cost the front server (#18, `loadtest/callgrind-tools-call.sh` with
+//! `UPSTREAM=http1`). Counted as the parse builds them, they are read once,
+//! and the parse stops at the first value over the bound, so it never holds
+//! more than the bound allows.
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+/// Why a message was not parsed.
+#[derive(Debug)]
+pub(crate) enum Unparsed {
+    /// It holds more values than the bound.
+    Dense,
+    /// It is not JSON.
+    NotJson(serde_json::Error),
+}
+
+/// `text` as JSON, with the values it holds (every value, container or not,
+/// and every member key, as the answer cache's `Weight::of` counts them); or
+/// [`Unparsed::Dense`] as soon as they pass `max_values`.
+pub(crate) fn parse(text: &[u8], max_values: usize) -> Result<(Value, usize), Unparsed> {
+    let counter = Counter { values: Cell::new(0), max: max_values, passed: Cell::new(false) };
+    let mut reader = serde_json::Deserializer::from_slice(text);
+    let parsed = Counted(&counter).deserialize(&mut reader).and_then(|value| reader.end().map(|()| value));
+    match parsed {
+        Ok(value) => Ok((value, counter.values.get())),
+        Err(_) if counter.passed.get() => Err(Unparsed::Dense),
+        Err(error) => Err(Unparsed::NotJson(error)),
+    }
+}
+
+/// The values counted so far in one parse, and its bound.
+struct Counter {
+    values: Cell<usize>,
+    max: usize,
+    /// Whether the parse stopped at the bound (rather than at bad JSON).
+    passed: Cell<bool>,
+}
+
+impl Counter {
+    /// Counts one more value, or stops the parse past the bound.
+    fn one<E: de::Error>(&self) -> Result<(), E> {
+        let values = self.values.get() + 1;
+        self.values.set(values);
+        if values > self.max {
+            self.passed.set(true);
+            return Err(E::custom(format_args!("more than {} JSON values", self.max)));
+        }
+        Ok(())
+    }
+}
+
+/// One value of the message, built as `serde_json::Value` builds itself,
+/// and counted.
+#[derive(Clone, Copy)]
+struct Counted<'c>(&'c Counter);
+
+impl<'de> DeserializeSeed<'de> for Counted<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        self.0.one()?;
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Counted<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
+        let mut array = Vec::with_capacity(items.size_hint().unwrap_or(0));
+        while let Some(item) = items.next_element_seed(self)? {
+            array.push(item);
+        }
+        Ok(Value::Array(array))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = members.next_key::<String>()? {
+            self.0.one()?;
+            let value = members.next_value_seed(self)?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::client::Weight;
+
+    #[test]
+    fn a_message_parses_as_serde_json_parses_it_and_its_values_are_counted_as_the_cache_weighs_them() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hé \"q\" \\ \u00e9"}],"isError":false}}"#,
+            r#"[1,-2,3.5,1e300,18446744073709551615,-9223372036854775808,true,false,null,"x"]"#,
+            r#"{"a":{"b":{"c":[{"d":0}]}},"e":"f,g:[{","h":[],"i":{}}"#,
+            "0",
+            r#""just a string""#,
+        ] {
+            let (value, values) = parse(text.as_bytes(), usize::MAX).unwrap();
+            assert_eq!(value, serde_json::from_str::<Value>(text).unwrap(), "{text}");
+            assert_eq!(values, Weight::of(&value, 0).values, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_message_over_the_bound_is_dense_at_the_value_that_passes_it() {
+        let (_, values) = parse(br#"{"a":[1,2]}"#, 5).unwrap();
+        assert_eq!(values, 5, "the object, its key, the array and its two elements");
+        assert!(matches!(parse(br#"{"a":[1,2]}"#, 4), Err(Unparsed::Dense)));
+        let dense = format!("[{}0]", "0,".repeat(100_000));
+        assert!(matches!(parse(dense.as_bytes(), 1_000), Err(Unparsed::Dense)));
+        // Keys count: an object of many empty-string members is no cheaper.
+        let keys = format!("{{{}\"\":0}}", "\"\":0,".repeat(1_000));
+        assert!(matches!(parse(keys.as_bytes(), 1_000), Err(Unparsed::Dense)));
+    }
+
+    #[test]
+    fn what_is_not_json_is_not_json_even_under_the_bound() {
+        for text in ["{", "[1,]", r#"{"a":1} trailing"#, "", "nul"] {
+            assert!(matches!(parse(text.as_bytes(), 1_000), Err(Unparsed::NotJson(_))), "{text:?}");
+        }
+        // Bad JSON found after the bound was passed is dense all the same.
+        assert!(matches!(parse(b"[0,0,0,", 2), Err(Unparsed::Dense)));
+        // Nesting is bounded by serde_json's own depth limit, whatever the count.
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(matches!(parse(deep.as_bytes(), usize::MAX), Err(Unparsed::NotJson(_))));
+        assert_eq!(parse(b" {\"k\" : [ ] } ", 10).unwrap().0, json!({"k": []}));
+    }
+}
