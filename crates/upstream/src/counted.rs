@@ -10,6 +10,13 @@
 //! `UPSTREAM=http1`). Counted as the parse builds them, they are read once,
 //! and the parse stops at the first value over the bound, so it never holds
 //! more than the bound allows.
+//!
+//! It also closes a hole the count before the parse had. With serde_json's
+//! `raw_value` feature on (the workspace enables it), `Value`'s own parse
+//! reads an object whose first key is serde_json's private raw-value token
+//! as the JSON text of its string member, parsed again with no count: three
+//! values by the count before, as many as the string held once parsed. Here
+//! that object is an object of one string, like any other.
 
 use std::cell::Cell;
 use std::fmt;
@@ -27,8 +34,10 @@ pub(crate) enum Unparsed {
 }
 
 /// `text` as JSON, with the values it holds (every value, container or not,
-/// and every member key, as the answer cache's `Weight::of` counts them); or
-/// [`Unparsed::Dense`] as soon as they pass `max_values`.
+/// and every member key, as the answer cache's `Weight::of` counts them;
+/// only a key given twice, whose first member the second replaces, is
+/// counted twice here); or [`Unparsed::Dense`] as soon as they pass
+/// `max_values`.
 pub(crate) fn parse(text: &[u8], max_values: usize) -> Result<(Value, usize), Unparsed> {
     let counter = Counter { values: Cell::new(0), max: max_values, passed: Cell::new(false) };
     let mut reader = serde_json::Deserializer::from_slice(text);
@@ -165,6 +174,16 @@ mod tests {
         // Keys count: an object of many empty-string members is no cheaper.
         let keys = format!("{{{}\"\":0}}", "\"\":0,".repeat(1_000));
         assert!(matches!(parse(keys.as_bytes(), 1_000), Err(Unparsed::Dense)));
+    }
+
+    #[test]
+    fn serde_json_s_raw_value_token_is_an_ordinary_key() {
+        // `Value`'s own parse (with `raw_value` on) would parse the string as
+        // JSON: here 2,001 values from what counts as three.
+        let smuggled = format!(r#"{{"$serde_json::private::RawValue":"[{}0]"}}"#, "0,".repeat(1_000));
+        let (value, values) = parse(smuggled.as_bytes(), 10).unwrap();
+        assert_eq!(values, 3);
+        assert!(value["$serde_json::private::RawValue"].is_string());
     }
 
     #[test]

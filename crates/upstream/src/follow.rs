@@ -187,24 +187,20 @@ mod tests {
 
     #[test]
     fn resources_and_the_fixed_starts_of_templates_are_subscribed() {
-        let lists = Lists {
-            resources: vec![json!({"uri": "test://static-text"}), json!({"uri": "test://static-text"}), json!({})],
-            templates: vec![
-                json!({"uriTemplate": "test://template/{id}/data"}),
-                json!({"uriTemplate": "file:///logs/{day}.txt"}),
-                json!({"uriTemplate": "{+anything}"}),
-                json!({"uriTemplate": "test://fixed"}),
-            ],
-            ..Lists::default()
-        };
+        let mut lists = Lists::default();
+        lists.resources = vec![json!({"uri": "test://static-text"}), json!({"uri": "test://static-text"}), json!({})];
+        lists.templates = vec![
+            json!({"uriTemplate": "test://template/{id}/data"}),
+            json!({"uriTemplate": "file:///logs/{day}.txt"}),
+            json!({"uriTemplate": "{+anything}"}),
+            json!({"uriTemplate": "test://fixed"}),
+        ];
         assert_eq!(
             resource_subscriptions(&lists),
             ["file:///logs/", "test://fixed", "test://static-text", "test://template/"]
         );
-        let many = Lists {
-            resources: (0..1000).map(|i| json!({"uri": format!("test://r/{i}")})).collect(),
-            ..Lists::default()
-        };
+        let mut many = Lists::default();
+        many.resources = (0..1000).map(|i| json!({"uri": format!("test://r/{i}")})).collect();
         assert_eq!(resource_subscriptions(&many).len(), MAX_SUBSCRIPTIONS);
     }
 }

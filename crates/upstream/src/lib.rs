@@ -51,6 +51,7 @@
 //! This crate knows no inbound HTTP and no SQL.
 
 mod breaker;
+mod call_facts;
 mod client;
 mod counted;
 mod follow;

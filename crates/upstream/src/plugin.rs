@@ -10,11 +10,11 @@ use switchyard_answers::{AnswerCache, Kept, PluginCache, named_target};
 use switchyard_core::catalog::{ListChanges, ListKind};
 use switchyard_core::plugin::{CompletionRef, PluginResult, TaskRequest};
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError, required_capability};
-use switchyard_protocol::headers;
 use switchyard_protocol::method::request;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::call_facts::CallFacts;
 use crate::client::{CallError, McpClient, Reply, Weight};
 use crate::follow::Follower;
 use crate::input::{self, outcome};
@@ -26,13 +26,22 @@ const MAX_TTL: Duration = Duration::from_secs(3600);
 /// The upstream's lists as last read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Lists {
-    pub(crate) tools: Vec<Value>,
+    /// Set through [`Lists::set_tools`], which reads their call facts too.
+    tools: Vec<Value>,
     pub(crate) prompts: Vec<Value>,
     pub(crate) resources: Vec<Value>,
     pub(crate) templates: Vec<Value>,
+    /// What a call to each tool needs of its definition.
+    calls: CallFacts,
 }
 
 impl Lists {
+    /// `tools` as the tool list, and what a call to each needs of it.
+    fn set_tools(&mut self, tools: Vec<Value>) {
+        self.calls = CallFacts::of(&tools);
+        self.tools = tools;
+    }
+
     /// The kinds of list that differ between `self` and `other`.
     fn changed_kinds(&self, other: &Self) -> Vec<ListKind> {
         [
@@ -283,7 +292,7 @@ async fn fetch_pages(client: &McpClient) -> Result<(Lists, Duration), CallError>
             }
         }
         match key {
-            "tools" => lists.tools = items,
+            "tools" => lists.set_tools(items),
             "prompts" => lists.prompts = items,
             "resources" => lists.resources = items,
             _ => lists.templates = items,
@@ -334,30 +343,14 @@ impl Plugin for UpstreamPlugin {
         cx: CallContext,
     ) -> BoxFuture<'a, PluginResult<Outcome>> {
         Box::pin(async move {
-            // Arguments the upstream's tool mirrors into headers (SEP-2243).
-            let mut extra = Vec::new();
             let lists = self.lists();
-            let definition = lists.tools.iter().find(|t| t["name"] == name);
+            let call = lists.calls.get(name);
+            // Arguments the upstream's tool mirrors into headers (SEP-2243).
+            let extra = call.map_or_else(Vec::new, |call| call.headers(&arguments));
             // A result is kept only for a tool that says it changes nothing:
             // serving it again then skips no work anyone asked for.
-            let read_only = definition.is_some_and(|d| d["annotations"]["readOnlyHint"] == true);
-            if let Some(properties) = definition.and_then(|d| d["inputSchema"]["properties"].as_object()) {
-                for (argument, property) in properties {
-                    let (Some(header), Some(value)) =
-                        (property.get(headers::X_MCP_HEADER).and_then(Value::as_str), arguments.get(argument))
-                    else {
-                        continue;
-                    };
-                    let text = match value {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    extra.push((
-                        format!("{}{}", headers::PARAM_PREFIX, header.to_ascii_lowercase()),
-                        headers::encode_value(&text),
-                    ));
-                }
-            }
+            let read_only = call.is_some_and(|call| call.read_only);
+            drop(lists);
             let target =
                 (read_only && self.tools_cacheable.load(Ordering::Relaxed)).then(|| named_target(name, &arguments));
             // The cache's futures and a resumed call's are boxed, as they are

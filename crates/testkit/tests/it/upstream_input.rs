@@ -125,6 +125,38 @@ async fn the_upstream_asks_only_for_what_the_client_declared() {
     assert_eq!(refused.response()["error"]["data"]["requiredCapabilities"], json!({"elicitation": {"form": {}}}));
 }
 
+/// An upstream tool's arguments that its schema mirrors into headers
+/// (SEP-2243) reach the upstream in those headers, which a Switchyard
+/// upstream checks against the body: text (a value outside ASCII encoded),
+/// a number and a boolean; an argument not given sends no header.
+#[tokio::test]
+async fn an_upstream_tool_s_mirrored_arguments_reach_it_in_their_headers() {
+    let (app, _upstream, _secrets) = front().await;
+    let client = app.client();
+    for (arguments, mirrored) in [
+        (
+            json!({"region": "eu wést", "count": 3, "dryRun": true}),
+            vec![
+                ("mcp-param-region", "=?base64?ZXUgd8Opc3Q=?="),
+                ("mcp-param-count", "3"),
+                ("mcp-param-dry-run", "true"),
+            ],
+        ),
+        (json!({"region": "eu west"}), vec![("mcp-param-region", "eu west")]),
+    ] {
+        let params = json!({"name": "up_test_custom_header", "arguments": arguments,
+                            "_meta": switchyard_testkit::meta(json!({}))});
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
+        // Our client mirrors them to the front as well: it checks them too.
+        let mut headers = Client::headers_for("tools/call", &params);
+        headers.extend(mirrored.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())));
+        let reply = client.send(body.into_bytes(), &headers, Some("tools/call")).await;
+        let region = arguments["region"].as_str().unwrap();
+        assert_eq!(reply.result()["content"][0]["text"], format!("Region: {region}"), "{:?}", reply.response());
+        assert_eq!(reply.result().get("isError"), None, "{:?}", reply.response());
+    }
+}
+
 /// A 2025-era client, which cannot retry with answers, is asked on the
 /// call's stream; its answer goes to the upstream as a retry.
 #[tokio::test]

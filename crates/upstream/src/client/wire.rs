@@ -341,3 +341,34 @@ fn http1_chunks(body: Incoming, lease: Lease) -> impl Stream<Item = Result<Bytes
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_message_is_written_as_json_rpc_with_its_id_and_parameters_only_when_it_has_them() {
+        let request = Outgoing::new(Some(json!(7)), "tools/call", Some(&json!({"name": "echo"}))).unwrap();
+        let text: Value = serde_json::from_slice(&request.text).unwrap();
+        assert_eq!(text, json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo"}}));
+        assert_eq!(request.id, Some(json!(7)));
+        let notification = Outgoing::new(None, "notifications/initialized", None).unwrap();
+        assert_eq!(&notification.text[..], br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert_eq!(notification.id, None);
+    }
+
+    #[test]
+    fn the_protocol_s_headers_are_not_replaced_by_a_credential_of_the_same_name() {
+        let credential = (HeaderName::from_static(headers::PROTOCOL_VERSION), HeaderValue::from_static("secret"));
+        let base = HeaderBase::new(Some(credential));
+        assert_eq!(base.stateless[headers::PROTOCOL_VERSION], version::LATEST);
+        assert_eq!(base.stateless[CONTENT_TYPE], "application/json");
+        // A session's revision is set per request, after the credential too.
+        assert_eq!(base.any[headers::PROTOCOL_VERSION], "secret");
+        let base = HeaderBase::new(Some((HeaderName::from_static("x-api-key"), HeaderValue::from_static("k"))));
+        assert_eq!(base.any["x-api-key"], "k");
+        assert_eq!(base.stateless["x-api-key"], "k");
+    }
+}
