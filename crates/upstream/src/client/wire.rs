@@ -29,8 +29,9 @@ use crate::limits::Bound;
 
 /// The headers every request to one upstream starts from, made once: those
 /// of any era (content negotiation, our static credential), and those of a
-/// stateless request (the revision too). Inserted afresh for each request,
-/// they were about 1,200 of the instructions an upstream call cost (#18).
+/// stateless request (the revision too). Cloned, they cost a request about
+/// 500 instructions fewer than inserted afresh (#18: `headers` went from
+/// 2,700 to 2,200 a call).
 pub(super) struct HeaderBase {
     any: HeaderMap,
     stateless: HeaderMap,
