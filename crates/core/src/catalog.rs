@@ -436,7 +436,9 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 
 /// Extracts `x-mcp-header` annotations from the top-level properties, refusing
 /// the tool when one is invalid: clients drop such tools, so we must not emit them.
-fn header_params(tool: &str, input: &Value) -> Result<Vec<HeaderParam>, String> {
+/// (An upstream plugin reads its tools' with this too, to mirror a call's
+/// arguments into the same headers on its way to the upstream.)
+pub fn header_params(tool: &str, input: &Value) -> Result<Vec<HeaderParam>, String> {
     let mut params = Vec::new();
     let mut names = HashSet::new();
     let Some(properties) = input.get("properties").and_then(Value::as_object) else { return Ok(params) };

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
+use switchyard_core::catalog::{HeaderParam, header_params};
 use switchyard_protocol::headers;
 
 /// The call facts of an upstream's tools, by name.
@@ -24,9 +25,8 @@ pub(crate) struct CallFacts(HashMap<String, Facts>);
 pub(crate) struct Facts {
     /// It says it changes nothing: its results may be kept for their `ttlMs`.
     pub(crate) read_only: bool,
-    /// The arguments it mirrors into headers, each with the header's name
-    /// (`Mcp-Param-` and the name it gave, in lower case).
-    mirrored: Vec<(String, String)>,
+    /// The arguments it mirrors into headers, as the catalog reads them.
+    mirrored: Vec<HeaderParam>,
 }
 
 impl CallFacts {
@@ -49,15 +49,10 @@ impl CallFacts {
 
 impl Facts {
     fn of(tool: &Value) -> Self {
-        let mirrored = tool["inputSchema"]["properties"].as_object().map_or_else(Vec::new, |properties| {
-            properties
-                .iter()
-                .filter_map(|(argument, property)| {
-                    let header = property.get(headers::X_MCP_HEADER)?.as_str()?;
-                    Some((argument.clone(), format!("{}{}", headers::PARAM_PREFIX, header.to_ascii_lowercase())))
-                })
-                .collect()
-        });
+        // A tool whose mirroring is invalid is refused by the catalog, so
+        // never called: it needs none.
+        let name = tool["name"].as_str().unwrap_or_default();
+        let mirrored = header_params(name, &tool["inputSchema"]).unwrap_or_default();
         Self { read_only: tool["annotations"]["readOnlyHint"] == true, mirrored }
     }
 
@@ -67,7 +62,7 @@ impl Facts {
     pub(crate) fn headers(&self, arguments: &Map<String, Value>) -> Vec<(String, String)> {
         self.mirrored
             .iter()
-            .filter_map(|(argument, header)| {
+            .filter_map(|HeaderParam { header, argument }| {
                 let text = match arguments.get(argument)? {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
