@@ -35,7 +35,7 @@ mod wire;
 pub(crate) use asked::{Interrupted, Reply};
 pub(crate) use relay::{Passes, Relay, is_passed_on};
 use token::{ExchangedTokens, Token};
-use wire::Outgoing;
+use wire::{Outgoing, RequestMeta, WithMeta};
 
 /// The protocol revision we ask a legacy upstream for.
 const LEGACY_VERSION: &str = "2025-11-25";
@@ -441,7 +441,7 @@ impl McpClient {
             })?
             .to_owned();
         let era = Era::Session { version, session };
-        let initialized = Outgoing::new(None, notification::INITIALIZED, None)?;
+        let initialized = Outgoing::new(None, notification::INITIALIZED, None::<Value>)?;
         self.post(&era, notification::INITIALIZED, None, &[], &initialized, None).await?;
         Ok(era)
     }
@@ -454,7 +454,7 @@ impl McpClient {
         &self,
         era: &Era,
         method: &str,
-        mut params: Map<String, Value>,
+        params: Map<String, Value>,
         name: Option<&str>,
         extra: &[(String, String)],
         relay: Option<&Relay<'_>>,
@@ -467,31 +467,24 @@ impl McpClient {
             server.address = self.spec.url.host_str().unwrap_or_default(),
         );
         let mut extra = extra.to_vec();
-        let mut request_meta = Map::new();
-        if *era == Era::Stateless {
-            request_meta.insert(meta::PROTOCOL_VERSION.into(), json!(version::LATEST));
-            request_meta.insert(meta::CLIENT_CAPABILITIES.into(), json!({}));
-        }
+        let mut request_meta = RequestMeta::new(*era == Era::Stateless);
         // Our span goes upstream as the parent (in `_meta`, as MCP carries it,
         // and as W3C headers); the client's own context and token never do.
         if let Some((traceparent, tracestate)) = span.in_scope(switchyard_telemetry::context::current) {
-            request_meta.insert(meta::TRACEPARENT.into(), json!(traceparent));
-            extra.push((meta::TRACEPARENT.into(), traceparent));
-            if let Some(tracestate) = tracestate {
-                request_meta.insert(meta::TRACESTATE.into(), json!(tracestate));
-                extra.push((meta::TRACESTATE.into(), tracestate));
+            extra.push((meta::TRACEPARENT.into(), traceparent.clone()));
+            if let Some(tracestate) = &tracestate {
+                extra.push((meta::TRACESTATE.into(), tracestate.clone()));
             }
+            request_meta.trace = Some((traceparent, tracestate));
         }
         let id = json!(self.id());
         if let Some(relay) = relay {
             let tasks = *era == Era::Stateless && self.offers_tasks.load(Ordering::Relaxed);
-            relay.ask(&mut request_meta, &id, *era == Era::Stateless, tasks);
-        }
-        if !request_meta.is_empty() {
-            params.insert(meta::META.into(), Value::Object(request_meta));
+            relay.ask(&mut request_meta, &id, tasks);
         }
         // (Written now: the parameters are not held while the answer is awaited.)
-        let message = Outgoing::new(Some(id), method, Some(&Value::Object(params)))?;
+        let message = Outgoing::new(Some(id), method, Some(WithMeta { params: &params, meta: &request_meta }))?;
+        drop(params);
         let answer = self.post(era, method, name, &extra, &message, relay).instrument(span).await?;
         Ok((Self::result(answer.message)?, answer.weight))
     }

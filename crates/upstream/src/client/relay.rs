@@ -4,15 +4,15 @@
 use std::sync::Mutex;
 
 use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use switchyard_core::{CallContext, Caller};
 use switchyard_protocol::capabilities::TASKS_EXTENSION;
 use switchyard_protocol::logging::LoggingLevel;
-use switchyard_protocol::meta;
 use switchyard_protocol::method::notification;
 
 use super::asked::Interrupted;
 use super::cancel::CancelOnDrop;
+use super::wire::RequestMeta;
 
 /// The call whose progress and log messages an upstream request relays.
 ///
@@ -81,21 +81,18 @@ impl<'a> Relay<'a> {
     /// messages at our client's level; and tells it what our client may be
     /// asked for, so its `input_required` asks only for that; with `tasks`
     /// (an upstream that offers the extension), that our client takes a
-    /// task, when it does. A 2025-era upstream has neither per-request level
-    /// nor capabilities (`stateless` false); what it logs is filtered here.
-    pub(crate) fn ask(&self, request_meta: &mut Map<String, Value>, token: &Value, stateless: bool, tasks: bool) {
+    /// task, when it does. A 2025-era upstream (a `request_meta` without
+    /// capabilities) has neither per-request level nor capabilities; what it
+    /// logs is filtered here.
+    pub(crate) fn ask(&self, request_meta: &mut RequestMeta, token: &Value, tasks: bool) {
         if self.cx.wants_progress() {
-            request_meta.insert(meta::PROGRESS_TOKEN.into(), token.clone());
+            request_meta.progress_token = Some(token.clone());
         }
-        if stateless {
-            if let Some(level) = self.cx.log_level() {
-                request_meta.insert(meta::LOG_LEVEL.into(), json!(level.as_str()));
-            }
-            let mut capabilities = self.cx.input_capabilities();
-            if tasks && self.cx.accepts_task() {
-                capabilities.insert("extensions".into(), json!({ TASKS_EXTENSION: {} }));
-            }
-            request_meta.insert(meta::CLIENT_CAPABILITIES.into(), Value::Object(capabilities));
+        let Some(capabilities) = &mut request_meta.capabilities else { return };
+        request_meta.log_level = self.cx.log_level().map(LoggingLevel::as_str);
+        *capabilities = self.cx.input_capabilities();
+        if tasks && self.cx.accepts_task() {
+            capabilities.insert("extensions".into(), json!({ TASKS_EXTENSION: {} }));
         }
     }
 
