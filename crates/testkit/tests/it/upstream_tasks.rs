@@ -172,14 +172,18 @@ async fn a_hostile_upstreams_task_is_rebuilt_and_never_kept() {
     assert_ne!(first, second);
     assert_eq!(upstream.asked("tools/call"), 4, "a task is never served from the cache");
     let text = |value: &Value| value.to_string();
+    // What the upstream slips in is a member named "leak" holding
+    // "upstream-internal"; a task id of ours, random base64, may hold the
+    // four letters by chance (it did, once in about 40,000 runs).
+    let leaks = |value: &Value| text(value).contains("\"leak\"") || text(value).contains("upstream-internal");
     let task = call(&client, "tasks/get", json!({ "taskId": first })).await;
     assert_eq!(task["result"]["status"], "completed", "{task}");
     assert_eq!(task["result"]["result"]["content"][0]["text"], "done");
     assert_eq!(task["result"]["taskId"], first.as_str());
-    assert!(!text(&task).contains("leak") && !text(&task).contains("hostile-task"), "{task}");
+    assert!(!leaks(&task) && !text(&task).contains("hostile-task"), "{task}");
     let ack = call(&client, "tasks/cancel", json!({ "taskId": second })).await;
     assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
-    assert!(!text(&ack).contains("leak"), "nothing of the upstream's ack: {ack}");
+    assert!(!leaks(&ack), "nothing of the upstream's ack: {ack}");
     assert_eq!(upstream.asked("tasks/get") + upstream.asked("tasks/cancel"), 2);
 
     upstream.become_(Behaviour::LyingTasks);
@@ -195,7 +199,7 @@ async fn a_hostile_upstreams_task_is_rebuilt_and_never_kept() {
     let asked = &waiting["result"]["inputRequests"]["confirm"];
     assert_eq!(asked["method"], "elicitation/create");
     assert_eq!(asked["params"]["message"], "Go on?");
-    assert!(!text(&waiting).contains("leak"), "{waiting}");
+    assert!(!leaks(&waiting), "{waiting}");
     let tasks_only = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
     let unable = client.request_with("tasks/get", json!({ "taskId": first }), tasks_only).await;
     assert_eq!(unable.error_code(), Some(-32021), "{:?}", unable.messages);
