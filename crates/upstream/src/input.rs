@@ -52,9 +52,11 @@ pub(crate) fn outcome(mut result: Value) -> PluginResult<Outcome> {
 /// with our server's members appended as text made once
 /// (`protocol::finished`), rather than through a `_meta` map that our
 /// description is cloned into: on an upstream's `echo`, whose `_meta` holds
-/// only its `serverInfo`, that is 2,800 of the 97,400 instructions a call
+/// only its `serverInfo`, that was 2,800 of the 97,400 instructions a call
 /// cost the front (#18, `loadtest/callgrind-tools-call.sh` with
-/// `UPSTREAM=http1`).
+/// `UPSTREAM=http1`). The answer's parse leaves `serverInfo` out already
+/// (`counted`); a result that came another way (a parked call's turn, from
+/// another replica) may still have it.
 fn without_server_info(result: &mut Map<String, Value>) {
     let Some(Value::Object(meta)) = result.get_mut(META) else { return };
     meta.remove(SERVER_INFO);
