@@ -21,10 +21,14 @@
 //! call's turn crosses the bus inside a message whose event is a `Value`.
 //!
 //! One member is counted but not built: the upstream's description of
-//! itself in its result's `_meta` (`serverInfo`), which our server replaces
-//! with its own in every result it sends (`protocol::finished`). Built, it
-//! was about 1,000 of the 93,300 instructions an upstream `echo` cost the
-//! front, and as many again to take out and drop.
+//! itself in its result's `_meta` (`serverInfo`), which no client of ours
+//! is given (a 2026-era client reads ours there, `protocol::finished`; a
+//! 2025-era one none). Built, it was about 1,000 of the 93,300
+//! instructions an upstream `echo` cost the front, and as many again to
+//! take out and drop. Its values still count, against the bound and in
+//! what the parse reports (so an answer kept in the cache weighs a little
+//! more than what is kept of it), and it must still be JSON; nothing in it
+//! is kept, so no raw-value key in it is looked for.
 
 use std::cell::Cell;
 use std::fmt;
@@ -46,7 +50,8 @@ pub(crate) enum Unparsed {
     NotJson(serde_json::Error),
 }
 
-/// `text` as JSON, with the values it holds (every value, container or not,
+/// `text` as JSON (less the upstream's `serverInfo` in its result's
+/// `_meta`: module docs), with the values it holds (every value, container or not,
 /// and every member key, as the answer cache's `Weight::of` counts them;
 /// only a key given twice, whose first member the second replaces, is
 /// counted twice here); or [`Unparsed::Dense`] as soon as they pass

@@ -46,17 +46,18 @@ pub(crate) fn outcome(mut result: Value) -> PluginResult<Outcome> {
     Ok(Outcome::Complete(result))
 }
 
-/// `result` without the upstream's description of itself, which ours
-/// replaces when the result goes out, and without the `_meta` it leaves
-/// empty. A result that then has neither `resultType` nor `_meta` is written
+/// `result` without the upstream's description of itself, which no client
+/// of ours is given (a 2026-era client reads ours there; a 2025-era one,
+/// whose results carry none of ours, none), and without the `_meta` it
+/// leaves empty. A result that then has neither `resultType` nor `_meta` is written
 /// with our server's members appended as text made once
 /// (`protocol::finished`), rather than through a `_meta` map that our
 /// description is cloned into: on an upstream's `echo`, whose `_meta` holds
 /// only its `serverInfo`, that was 2,800 of the 97,400 instructions a call
 /// cost the front (#18, `loadtest/callgrind-tools-call.sh` with
 /// `UPSTREAM=http1`). The answer's parse leaves `serverInfo` out already
-/// (`counted`); a result that came another way (a parked call's turn, from
-/// another replica) may still have it.
+/// (`counted`); a parked call's turn from a replica of an earlier version,
+/// during a rollout, may still carry it.
 fn without_server_info(result: &mut Map<String, Value>) {
     let Some(Value::Object(meta)) = result.get_mut(META) else { return };
     meta.remove(SERVER_INFO);

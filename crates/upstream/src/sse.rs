@@ -21,7 +21,8 @@ pub(crate) enum SseError {
     EventTooDense(usize),
 }
 
-/// A JSON-RPC message an event carried, with the JSON values it holds.
+/// A JSON-RPC message an event carried, with the JSON values it holds (as
+/// `counted::parse` gives them).
 #[derive(Debug, PartialEq)]
 pub(crate) struct Message {
     pub(crate) value: Value,

@@ -157,6 +157,40 @@ async fn an_upstream_tool_s_mirrored_arguments_reach_it_in_their_headers() {
     }
 }
 
+/// An upstream's description of itself in a result's `_meta` reaches no
+/// client: a 2026-era client reads ours there, a 2025-era one (whose results
+/// carry none of ours) none at all.
+#[tokio::test]
+async fn an_upstream_s_server_info_reaches_no_client() {
+    let upstream =
+        App::start(&[("SWITCHYARD_FIXTURE", "conformance"), ("SWITCHYARD_SERVER__NAME", "upstream-side")]).await;
+    let (app, _secrets) = front_of(&upstream).await;
+    let client = app.client();
+    // The upstream does describe itself in its own results.
+    let direct = upstream.client().request("tools/call", json!({"name": "test_simple_text", "arguments": {}})).await;
+    assert_eq!(direct.result()["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "upstream-side");
+
+    let modern = client.request("tools/call", json!({"name": "up_test_simple_text", "arguments": {}})).await;
+    assert_eq!(
+        modern.result()["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "switchyard",
+        "{:?}",
+        modern.response()
+    );
+    assert!(modern.result()["content"].is_array());
+    let headers = vec![
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("accept".to_owned(), "application/json, text/event-stream".to_owned()),
+    ];
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "up_test_simple_text", "arguments": {}}});
+    let legacy = client.send_legacy(call.to_string().into_bytes(), &headers).await;
+    assert!(legacy.result()["content"].is_array(), "{:?}", legacy.response());
+    for reply in [&modern, &legacy] {
+        assert!(!reply.response().to_string().contains("upstream-side"), "{:?}", reply.response());
+    }
+}
+
 /// A 2025-era client, which cannot retry with answers, is asked on the
 /// call's stream; its answer goes to the upstream as a retry.
 #[tokio::test]

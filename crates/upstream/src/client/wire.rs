@@ -261,8 +261,8 @@ pub(crate) struct RequestMeta {
 }
 
 impl RequestMeta {
-    /// A request's `_meta` in `era`: a stateless one states the revision and
-    /// (as yet) no client capabilities.
+    /// A request's `_meta`: a `stateless` one states the revision and (as
+    /// yet) no client capabilities; one in a 2025-era session, neither.
     pub(crate) fn new(stateless: bool) -> Self {
         Self { capabilities: stateless.then(Map::new), ..Self::default() }
     }
@@ -295,8 +295,8 @@ impl Serialize for RequestMeta {
     }
 }
 
-/// A request's parameters with its [`RequestMeta`] as their `_meta` (none
-/// when it says nothing), written as one object.
+/// A request's parameters with its [`RequestMeta`] as their `_meta`, written
+/// as one object; when ours says nothing, `_meta` is left to the parameters.
 pub(super) struct WithMeta<'a> {
     pub(super) params: &'a Map<String, Value>,
     pub(super) meta: &'a RequestMeta,
