@@ -4,10 +4,10 @@
 use std::ops::ControlFlow;
 
 use futures::StreamExt as _;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use switchyard_protocol::method::request;
-use switchyard_protocol::{meta, version};
 
+use super::wire::{Outgoing, RequestMeta, WithMeta};
 use super::{CallError, Era, McpClient};
 use crate::sse::SseBuffer;
 
@@ -28,17 +28,19 @@ impl McpClient {
         mut on_event: impl FnMut(Option<&Value>) -> ControlFlow<()>,
     ) -> Result<(), CallError> {
         let era = Era::Stateless;
-        let mut params = json!({
-            "notifications": {"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true},
-            "_meta": { meta::PROTOCOL_VERSION: version::LATEST, meta::CLIENT_CAPABILITIES: {} }
-        });
+        let mut notifications =
+            json!({"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true});
         if !subscriptions.is_empty() {
-            params["notifications"]["resourceSubscriptions"] = json!(subscriptions);
+            notifications["resourceSubscriptions"] = json!(subscriptions);
         }
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": request::LISTEN, "params": params});
+        let params = Map::from_iter([("notifications".to_owned(), notifications)]);
+        // A stateless request's `_meta`, as every other request of ours states it.
+        let meta = RequestMeta::new(true);
+        let listen =
+            Outgoing::new(Some(json!(self.id())), request::LISTEN, Some(WithMeta { params: &params, meta: &meta }))?;
         let opening = async {
             let headers = self.headers(&era, request::LISTEN, None, None).await?;
-            let sent = self.http.post(self.spec.url.clone()).headers(headers).body(body.to_string()).send();
+            let sent = self.http.post(self.spec.url.clone()).headers(headers).body(listen.text.clone()).send();
             sent.await.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))
         };
         let response = tokio::time::timeout(self.spec.timeout, opening)
@@ -66,7 +68,7 @@ impl McpClient {
                 }
             }
             for message in messages.iter().map(|m| &m.value) {
-                if message.get("id") == Some(&body["id"]) {
+                if message.get("id") == listen.id.as_ref() {
                     return Ok(()); // the listen result: the upstream is shutting the stream
                 }
                 if on_event(Some(message)).is_break() {

@@ -84,7 +84,7 @@ impl<'a> Relay<'a> {
     /// task, when it does. A 2025-era upstream (a `request_meta` without
     /// capabilities) has neither per-request level nor capabilities; what it
     /// logs is filtered here.
-    pub(crate) fn ask(&self, request_meta: &mut RequestMeta, token: &Value, tasks: bool) {
+    pub(super) fn ask(&self, request_meta: &mut RequestMeta, token: &Value, tasks: bool) {
         if self.cx.wants_progress() {
             request_meta.progress_token = Some(token.clone());
         }

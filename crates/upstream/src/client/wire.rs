@@ -215,7 +215,7 @@ impl McpClient {
 /// to it carries (none for a notification).
 pub(super) struct Outgoing {
     pub(super) id: Option<Value>,
-    text: Bytes,
+    pub(super) text: Bytes,
 }
 
 impl Outgoing {
@@ -247,23 +247,23 @@ impl Outgoing {
 /// insertion into the parameters were about 1,100 of the 94,700
 /// instructions a call cost the front).
 #[derive(Debug, Default)]
-pub(crate) struct RequestMeta {
+pub(super) struct RequestMeta {
     /// A stateless request's client capabilities, beside the revision it
     /// states; `None` for a request in a 2025-era session, which states
     /// neither.
-    pub(crate) capabilities: Option<Map<String, Value>>,
+    pub(super) capabilities: Option<Map<String, Value>>,
     /// Progress asked for, under this token.
-    pub(crate) progress_token: Option<Value>,
+    pub(super) progress_token: Option<Value>,
     /// Log messages asked for, from this level.
-    pub(crate) log_level: Option<&'static str>,
+    pub(super) log_level: Option<&'static str>,
     /// Our span's W3C `traceparent` and `tracestate`.
-    pub(crate) trace: Option<(String, Option<String>)>,
+    pub(super) trace: Option<(String, Option<String>)>,
 }
 
 impl RequestMeta {
     /// A request's `_meta`: a `stateless` one states the revision and (as
     /// yet) no client capabilities; one in a 2025-era session, neither.
-    pub(crate) fn new(stateless: bool) -> Self {
+    pub(super) fn new(stateless: bool) -> Self {
         Self { capabilities: stateless.then(Map::new), ..Self::default() }
     }
 
