@@ -10,8 +10,6 @@
 use bytes::Bytes;
 use futures::future::Either;
 use futures::{Stream, StreamExt as _};
-use http_body_util::BodyExt as _;
-use hyper::body::{Body as _, Incoming};
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::ser::{Serialize, SerializeMap as _, Serializer};
@@ -23,7 +21,7 @@ use switchyard_protocol::{headers, meta, version};
 use super::answer::read_capped;
 use super::cancel::CancelOnDrop;
 use super::h2c::H2cResponse;
-use super::http1::Lease;
+use super::http1::{Body, Http1Response};
 use super::{Answer, CallError, Era, McpClient, Relay, Weight};
 use crate::counted::{self, Unparsed};
 use crate::limits::Bound;
@@ -143,10 +141,7 @@ impl McpClient {
     ) -> Result<Answer, CallError> {
         let response = match (&self.h2c, &self.http1) {
             (Some(h2c), _) => Response::H2c(h2c.post(request_headers, message.text.clone()).await?),
-            (None, Some(http1)) => {
-                let (response, lease) = http1.post(request_headers, message.text.clone()).await?;
-                Response::Http1(response, lease)
-            }
+            (None, Some(http1)) => Response::Http1(http1.post(request_headers, message.text.clone()).await?),
             (None, None) => Response::Pooled(
                 self.http
                     .post(self.spec.url.clone())
@@ -325,7 +320,7 @@ impl Serialize for WithMeta<'_> {
 pub(super) enum Response {
     Pooled(reqwest::Response),
     H2c(H2cResponse),
-    Http1(http::Response<Incoming>, Lease),
+    Http1(Http1Response),
 }
 
 impl Response {
@@ -333,7 +328,7 @@ impl Response {
         match self {
             Self::Pooled(response) => response.status(),
             Self::H2c(response) => response.status(),
-            Self::Http1(response, _) => response.status(),
+            Self::Http1(response) => response.status,
         }
     }
 
@@ -341,7 +336,7 @@ impl Response {
         match self {
             Self::Pooled(response) => response.headers(),
             Self::H2c(response) => response.headers(),
-            Self::Http1(response, _) => response.headers(),
+            Self::Http1(response) => &response.headers,
         }
     }
 
@@ -350,7 +345,7 @@ impl Response {
         match self {
             Self::Pooled(response) => response.content_length(),
             Self::H2c(response) => announced_length(response.headers()),
-            Self::Http1(response, _) => announced_length(response.headers()),
+            Self::Http1(response) => announced_length(&response.headers),
         }
     }
 
@@ -360,7 +355,7 @@ impl Response {
             Self::Pooled(response) => {
                 Either::Left(response.bytes_stream().map(move |chunk| chunk.map_err(|e| transport(&e))))
             }
-            Self::Http1(response, lease) => Either::Right(Either::Left(http1_chunks(response.into_body(), lease))),
+            Self::Http1(response) => Either::Right(Either::Left(http1_chunks(response.body))),
             Self::H2c(response) => {
                 Either::Right(Either::Right(futures::stream::unfold(
                     Some(response.into_body()),
@@ -392,34 +387,10 @@ fn announced_length(headers: &HeaderMap) -> Option<u64> {
     headers.get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-/// The chunks of an answer that came on one of our HTTP/1.1 connections;
-/// the connection is given back once the last is read (its end known from
-/// its length, or from the chunked coding's last chunk), and closed if the
-/// stream is dropped before, or fails.
-fn http1_chunks(body: Incoming, lease: Lease) -> impl Stream<Item = Result<Bytes, CallError>> + Send + 'static {
-    futures::stream::unfold(Some((body, lease)), |read| async move {
-        let (mut body, lease) = read?;
-        loop {
-            match body.frame().await {
-                None => {
-                    lease.give_back();
-                    return None;
-                }
-                Some(Ok(frame)) => {
-                    // (Trailers carry nothing to hand on.)
-                    let chunk = frame.into_data().unwrap_or_default();
-                    if body.is_end_stream() {
-                        lease.give_back();
-                        return (!chunk.is_empty()).then_some((Ok(chunk), None));
-                    }
-                    if !chunk.is_empty() {
-                        return Some((Ok(chunk), Some((body, lease))));
-                    }
-                }
-                Some(Err(e)) => return Some((Err(transport(&e)), None)),
-            }
-        }
-    })
+/// The chunks of an answer that came on one of our HTTP/1.1 connections,
+/// which its body gives back once the last is read (`client::http1`).
+fn http1_chunks(body: Body) -> impl Stream<Item = Result<Bytes, CallError>> + Send + 'static {
+    futures::stream::unfold(body, |mut body| async move { Some((body.next().await?, body)) })
 }
 
 #[cfg(test)]

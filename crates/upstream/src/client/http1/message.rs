@@ -1,0 +1,461 @@
+//! An HTTP/1.1 exchange's bytes, without IO: the request written, the
+//! answer's head parsed (httparse) and its framing decided, its body decoded
+//! ([`Decoder`]: a length, the chunked coding, or until the connection
+//! closes) from what has been read so far.
+//!
+//! The upstream is not trusted: its head is bounded ([`MAX_HEAD`],
+//! [`MAX_HEADERS`]), a chunk's size line and the trailers too, a size that
+//! overflows or is not hex is refused, and so is an answer whose length is
+//! ambiguous (a length and a coding, or two lengths that differ), which
+//! would leave us reading the next answer from the middle of this one.
+
+use bytes::{Buf as _, Bytes, BytesMut};
+use http::StatusCode;
+use http::header::{CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue, TRANSFER_ENCODING};
+
+/// What an answer's head (its status line and headers) may take.
+pub(super) const MAX_HEAD: usize = 64 * 1024;
+/// How many headers an answer may have (hyper's bound).
+pub(super) const MAX_HEADERS: usize = 100;
+/// What a chunk's size line may take, extensions and all.
+const MAX_SIZE_LINE: usize = 4 * 1024;
+
+/// Writes into `out` a POST of `body` to `target` at `host`, with
+/// `headers`. Those that frame the message or name the host are ours, and
+/// one of the same name in `headers` is left out.
+pub(super) fn write_request(out: &mut Vec<u8>, target: &str, host: &HeaderValue, headers: &HeaderMap, body: &[u8]) {
+    out.clear();
+    out.extend_from_slice(b"POST ");
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(host.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in headers {
+        if [&HOST, &CONTENT_LENGTH, &TRANSFER_ENCODING, &CONNECTION].contains(&name) {
+            continue;
+        }
+        // Neither can hold CR or LF: `http` checked both when they were made.
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"content-length: ");
+    push_decimal(out, body.len());
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(body);
+}
+
+/// `n` in decimal at the end of `out`.
+fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// An answer's head, and how its body is read.
+#[derive(Debug)]
+pub(super) struct Head {
+    pub(super) status: StatusCode,
+    pub(super) headers: HeaderMap,
+    pub(super) framing: Framing,
+    /// Whether the connection may carry another request once the body is read.
+    pub(super) reusable: bool,
+}
+
+/// How an answer's body ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Framing {
+    /// After this many bytes.
+    Length(u64),
+    /// With the chunked coding's last chunk (and trailers).
+    Chunked,
+    /// When the upstream closes the connection.
+    UntilClose,
+}
+
+/// Parses the answer's head at the start of `read`, and takes it from
+/// there: `Ok(None)` if it has not all come yet. Interim answers (1xx)
+/// are skipped.
+///
+/// # Errors
+/// Why the head cannot be read: not HTTP/1.x, too large, too many headers,
+/// a switch of protocol, or a length that is not one number.
+pub(super) fn parse_head(read: &mut BytesMut) -> Result<Option<Head>, String> {
+    loop {
+        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut slots);
+        let length = match parsed.parse(read) {
+            Ok(httparse::Status::Complete(length)) => length,
+            Ok(httparse::Status::Partial) if read.len() < MAX_HEAD => return Ok(None),
+            Ok(httparse::Status::Partial) => return Err(format!("an answer's head exceeds {MAX_HEAD} bytes")),
+            Err(httparse::Error::TooManyHeaders) => return Err(format!("an answer has over {MAX_HEADERS} headers")),
+            Err(e) => return Err(format!("an answer's head is not HTTP/1.1: {e}")),
+        };
+        if length > MAX_HEAD {
+            return Err(format!("an answer's head exceeds {MAX_HEAD} bytes"));
+        }
+        let code = parsed.code.unwrap_or_default();
+        let status = StatusCode::from_u16(code).map_err(|_| format!("an answer's status {code} is not one"))?;
+        if status == StatusCode::SWITCHING_PROTOCOLS {
+            return Err("the upstream switched protocols unasked".into());
+        }
+        if status.is_informational() {
+            read.advance(length);
+            continue;
+        }
+        let version_1_1 = parsed.version == Some(1);
+        // Where each header's name and value lie, so that the values can
+        // share the head's bytes once it is taken from `read`; and what
+        // frames the body, seen on the way.
+        let start = read.as_ptr() as usize;
+        let mut places = Vec::with_capacity(parsed.headers.len());
+        let mut frame = FramingHeaders::default();
+        for header in parsed.headers.iter() {
+            let name =
+                HeaderName::from_bytes(header.name.as_bytes()).map_err(|e| format!("an answer's header: {e}"))?;
+            frame.see(&name, header.value)?;
+            let from = header.value.as_ptr() as usize - start;
+            places.push((name, from..from + header.value.len()));
+        }
+        let head = read.split_to(length).freeze();
+        let mut headers = HeaderMap::with_capacity(places.len());
+        for (name, place) in places {
+            let value =
+                HeaderValue::from_maybe_shared(head.slice(place)).map_err(|e| format!("an answer's header: {e}"))?;
+            headers.append(name, value);
+        }
+        let framing = frame.framing(status)?;
+        let reusable = version_1_1 && !frame.closes && framing != Framing::UntilClose;
+        return Ok(Some(Head { status, headers, framing, reusable }));
+    }
+}
+
+/// What an answer's headers say of how its body ends and of its connection.
+#[derive(Default)]
+struct FramingHeaders {
+    /// The length, once given (the same however often).
+    length: Option<u64>,
+    /// Whether a transfer coding was given, and the last one is chunked.
+    coded: Option<bool>,
+    /// Whether `Connection` holds `close`.
+    closes: bool,
+}
+
+impl FramingHeaders {
+    /// Takes in the header `name` with `value`.
+    fn see(&mut self, name: &HeaderName, value: &[u8]) -> Result<(), String> {
+        if *name == CONTENT_LENGTH {
+            for part in value.split(|&b| b == b',') {
+                let part = part.trim_ascii();
+                if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
+                    return Err(format!("an answer's length {:?} is not a number", String::from_utf8_lossy(part)));
+                }
+                let part: u64 = std::str::from_utf8(part)
+                    .ok()
+                    .and_then(|part| part.parse().ok())
+                    .ok_or_else(|| format!("an answer's length {} is too large", String::from_utf8_lossy(part)))?;
+                if self.length.is_some_and(|seen| seen != part) {
+                    return Err("an answer has two lengths".into());
+                }
+                self.length = Some(part);
+            }
+        } else if *name == TRANSFER_ENCODING {
+            let last = value.rsplit(|&b| b == b',').next().unwrap_or_default();
+            self.coded = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if *name == CONNECTION {
+            self.closes |= value.split(|&b| b == b',').any(|token| token.trim_ascii().eq_ignore_ascii_case(b"close"));
+        }
+        Ok(())
+    }
+
+    /// How the body of an answer to a POST with `status` ends (RFC 9112
+    /// §6.3), refusing what could be read two ways.
+    fn framing(&self, status: StatusCode) -> Result<Framing, String> {
+        if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+            return Ok(Framing::Length(0));
+        }
+        match (self.coded, self.length) {
+            (Some(_), Some(_)) => Err("an answer has both a length and a transfer coding".into()),
+            (Some(true), None) => Ok(Framing::Chunked),
+            (Some(false), None) | (None, None) => Ok(Framing::UntilClose),
+            (None, Some(length)) => Ok(Framing::Length(length)),
+        }
+    }
+}
+
+/// What [`Decoder::decode`] found in what was read.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Decoded {
+    /// A piece of the body.
+    Data(Bytes),
+    /// More must be read first.
+    More,
+    /// The body has ended (what follows in the buffer is not its).
+    End,
+}
+
+/// Where a body's reading stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Decoder {
+    /// This many bytes of a body with a length are left.
+    Length(u64),
+    /// A chunk's size line comes next.
+    Size,
+    /// This many bytes of a chunk are left.
+    Chunk(u64),
+    /// The CRLF after a chunk's data comes next.
+    ChunkEnd,
+    /// The trailers come next, and this much of them has been read.
+    Trailers(usize),
+    /// The body goes on until the connection closes.
+    UntilClose,
+    /// The body has ended.
+    Ended,
+}
+
+impl Decoder {
+    pub(super) fn new(framing: Framing) -> Self {
+        match framing {
+            Framing::Length(0) => Self::Ended,
+            Framing::Length(length) => Self::Length(length),
+            Framing::Chunked => Self::Size,
+            Framing::UntilClose => Self::UntilClose,
+        }
+    }
+
+    /// The body's next piece in `read`, taken from it; or whether more must
+    /// be read first, or the body has ended.
+    ///
+    /// # Errors
+    /// The chunked coding broken, or a line of it over its bound.
+    pub(super) fn decode(&mut self, read: &mut BytesMut) -> Result<Decoded, String> {
+        if !self.frame(read)? {
+            return Ok(Decoded::More);
+        }
+        match *self {
+            Self::Length(left) | Self::Chunk(left) if !read.is_empty() => {
+                let taken = usize::try_from(left).unwrap_or(usize::MAX).min(read.len());
+                let left = left - taken as u64;
+                *self = match (*self, left) {
+                    (Self::Length(_), 0) => Self::Ended,
+                    (Self::Length(_), _) => Self::Length(left),
+                    (_, 0) => Self::ChunkEnd,
+                    _ => Self::Chunk(left),
+                };
+                Ok(Decoded::Data(read.split_to(taken).freeze()))
+            }
+            Self::UntilClose if !read.is_empty() => Ok(Decoded::Data(read.split().freeze())),
+            Self::Ended => Ok(Decoded::End),
+            _ => Ok(Decoded::More),
+        }
+    }
+
+    /// Reads past what frames the data in `read` (a chunk's size line, the
+    /// CRLF after it, the trailers), as far as it has come: `true` once at
+    /// data or at the end, `false` if more must be read first. Nothing of
+    /// the data is taken, so that a connection whose body has all come is
+    /// known to be free before the data's reader asks again.
+    ///
+    /// # Errors
+    /// The chunked coding broken, or a line of it over its bound.
+    pub(super) fn frame(&mut self, read: &mut BytesMut) -> Result<bool, String> {
+        loop {
+            match *self {
+                Self::Length(_) | Self::Chunk(_) | Self::UntilClose | Self::Ended => return Ok(true),
+                Self::Size => {
+                    let Some(line) = line(read, MAX_SIZE_LINE, "a chunk's size line")? else {
+                        return Ok(false);
+                    };
+                    let size = chunk_size(&line)?;
+                    *self = if size == 0 { Self::Trailers(0) } else { Self::Chunk(size) };
+                }
+                Self::ChunkEnd => {
+                    if read.len() < 2 {
+                        return Ok(false);
+                    }
+                    if &read[..2] != b"\r\n" {
+                        return Err("a chunk does not end where its size says".into());
+                    }
+                    read.advance(2);
+                    *self = Self::Size;
+                }
+                Self::Trailers(seen) => {
+                    let Some(line) = line(read, MAX_HEAD - seen, "the trailers")? else {
+                        return Ok(false);
+                    };
+                    // (Trailers carry nothing to hand on.)
+                    *self = if line.is_empty() { Self::Ended } else { Self::Trailers(seen + line.len() + 2) };
+                }
+            }
+        }
+    }
+
+    /// Whether the body has been read to its end.
+    pub(super) fn ended(self) -> bool {
+        self == Self::Ended
+    }
+}
+
+/// The line at the start of `read` without its CRLF, taken from it: `None`
+/// if its end has not come yet. What `bound` names may take `most` bytes.
+fn line(read: &mut BytesMut, most: usize, bound: &str) -> Result<Option<BytesMut>, String> {
+    let window = &read[..read.len().min(most)];
+    match window.iter().position(|&b| b == b'\n') {
+        Some(end) if end > 0 && read[end - 1] == b'\r' => {
+            let mut line = read.split_to(end + 1);
+            line.truncate(end - 1);
+            Ok(Some(line))
+        }
+        Some(_) => Err(format!("{bound} hold a line not ended by CRLF")),
+        None if read.len() >= most => Err(format!("{bound} exceed {most} bytes")),
+        None => Ok(None),
+    }
+}
+
+/// A chunk's size: hex digits, then perhaps extensions after `;`.
+fn chunk_size(line: &[u8]) -> Result<u64, String> {
+    let digits = line.split(|&b| b == b';').next().unwrap_or_default();
+    let digits = digits.trim_ascii();
+    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return Err(format!("a chunk's size {:?} is not one", String::from_utf8_lossy(digits)));
+    }
+    // Fifteen hex digits at most: the size fits in a u64 with room to add to it.
+    Ok(digits.iter().fold(0, |size, &digit| size * 16 + u64::from(char::from(digit).to_digit(16).unwrap_or(0))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body `decoder` reads from `bytes` fed `step` bytes at a time, and
+    /// what is left after it.
+    fn decoded(mut decoder: Decoder, bytes: &[u8], step: usize) -> Result<(Vec<u8>, Vec<u8>), String> {
+        let mut read = BytesMut::new();
+        let mut fed = 0;
+        let mut body = Vec::new();
+        loop {
+            match decoder.decode(&mut read)? {
+                Decoded::Data(data) => body.extend_from_slice(&data),
+                Decoded::End => return Ok((body, read.to_vec())),
+                Decoded::More if fed == bytes.len() => return Err("more was wanted".into()),
+                Decoded::More => {
+                    let next = (fed + step).min(bytes.len());
+                    read.extend_from_slice(&bytes[fed..next]);
+                    fed = next;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_chunked_body_is_read_whole_however_it_is_split_and_what_follows_is_left() {
+        let bytes = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nExpires: never\r\n\r\nHTTP/1.1";
+        for step in 1..=bytes.len() {
+            let (body, rest) = decoded(Decoder::new(Framing::Chunked), bytes, step).unwrap();
+            assert_eq!(body, b"Wikipedia in\r\n\r\nchunks.", "split every {step} bytes");
+            assert!(b"HTTP/1.1".starts_with(&rest), "split every {step} bytes");
+        }
+    }
+
+    #[test]
+    fn a_body_with_a_length_ends_there() {
+        for step in 1..=9 {
+            let (body, rest) = decoded(Decoder::new(Framing::Length(5)), b"helloHTTP", step).unwrap();
+            assert_eq!((body.as_slice(), rest.is_empty() || b"HTTP".starts_with(&rest)), (&b"hello"[..], true));
+        }
+        assert_eq!(decoded(Decoder::new(Framing::Length(0)), b"", 1).unwrap(), (Vec::new(), Vec::new()));
+    }
+
+    #[test]
+    fn a_broken_chunked_coding_is_refused() {
+        let refused = |bytes: &[u8]| decoded(Decoder::new(Framing::Chunked), bytes, bytes.len()).unwrap_err();
+        assert!(refused(b"zz\r\n").contains("size"));
+        assert!(refused(b"\r\n").contains("size"));
+        // Sixteen digits could overflow: refused, not wrapped.
+        assert!(refused(b"ffffffffffffffff\r\n").contains("size"));
+        assert!(refused(b"3\r\nabcX\r\n").contains("does not end"));
+        assert!(refused(b"3\nabc").contains("CRLF"));
+        assert!(refused(&[b'1'; MAX_SIZE_LINE + 1]).contains("exceed"));
+        let mut endless_trailers = b"0\r\n".to_vec();
+        while endless_trailers.len() <= MAX_HEAD + 64 {
+            endless_trailers.extend_from_slice(b"x-trailer: 1\r\n");
+        }
+        assert!(refused(&endless_trailers).contains("exceed"));
+    }
+
+    fn parsed(text: &str) -> Result<Option<Head>, String> {
+        parse_head(&mut BytesMut::from(text))
+    }
+
+    #[test]
+    fn a_head_is_read_with_its_headers_and_framing() {
+        let mut read = BytesMut::from(
+            "HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+             Mcp-Session-Id: s1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\n",
+        );
+        let head = parse_head(&mut read).unwrap().unwrap();
+        assert_eq!(head.status, StatusCode::OK);
+        assert_eq!(head.headers["content-type"], "text/event-stream");
+        assert_eq!(head.headers["mcp-session-id"], "s1");
+        assert_eq!((head.framing, head.reusable), (Framing::Chunked, true));
+        assert_eq!(&read[..], b"5\r\n", "the body's bytes are left");
+        // Not all of it yet.
+        assert!(parsed("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n").unwrap().is_none());
+    }
+
+    #[test]
+    fn whether_a_connection_may_be_used_again() {
+        let reusable = |text: &str| parsed(text).unwrap().unwrap().reusable;
+        assert!(reusable("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"));
+        assert!(reusable("HTTP/1.1 204 No Content\r\n\r\n"));
+        assert!(!reusable("HTTP/1.1 200 OK\r\nconnection: keep-alive, Close\r\ncontent-length: 2\r\n\r\n"));
+        assert!(!reusable("HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n"));
+        // Its end is its connection's.
+        assert!(!reusable("HTTP/1.1 200 OK\r\n\r\n"));
+        assert!(!reusable("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n"));
+        assert_eq!(parsed("HTTP/1.1 304 Not Modified\r\n\r\n").unwrap().unwrap().framing, Framing::Length(0));
+        assert_eq!(
+            parsed("HTTP/1.1 200 OK\r\ncontent-length: 7, 7\r\n\r\n").unwrap().unwrap().framing,
+            Framing::Length(7)
+        );
+    }
+
+    #[test]
+    fn a_head_that_could_be_read_two_ways_or_is_too_large_is_refused() {
+        let refused = |text: &str| parsed(text).unwrap_err();
+        assert!(refused("HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n").contains("both"));
+        assert!(refused("HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n").contains("two lengths"));
+        assert!(refused("HTTP/1.1 200 OK\r\ncontent-length: +2\r\n\r\n").contains("not a number"));
+        assert!(refused("HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n").contains("too large"));
+        assert!(refused("HTTP/1.1 101 Switching Protocols\r\n\r\n").contains("switched"));
+        assert!(refused("SSH-2.0-OpenSSH\r\n\r\n").contains("not HTTP"));
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("x-{i}: 1\r\n")).collect();
+        assert!(refused(&format!("HTTP/1.1 200 OK\r\n{many}\r\n")).contains("headers"));
+        let endless = format!("HTTP/1.1 200 OK\r\nx-big: {}", "a".repeat(MAX_HEAD));
+        assert!(refused(&endless).contains("exceeds"));
+    }
+
+    #[test]
+    fn a_request_is_framed_by_us_alone() {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        headers.insert(CONTENT_LENGTH, HeaderValue::from_static("1"));
+        headers.insert(HOST, HeaderValue::from_static("elsewhere"));
+        let mut out = Vec::new();
+        write_request(&mut out, "/mcp?a=1", &HeaderValue::from_static("up:8080"), &headers, b"{}");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "POST /mcp?a=1 HTTP/1.1\r\nhost: up:8080\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+        );
+    }
+}
