@@ -22,20 +22,30 @@
 //! still in cache), or opens one under the outbound policy (`client::dial`,
 //! which also turns on TCP keep-alive, as reqwest did: HTTP/1.1 has no ping
 //! to find a peer gone silent). One the upstream closed while it was idle,
-//! as far as the runtime has seen, is dropped, not used; one whose first
-//! write fails is dropped and the request written once more on a new one,
-//! as nothing of it was sent. The connection comes back once the answer has
-//! been read to its end ([`Body`]): at once when it has all come with its
-//! head. An answer left unread (a 5xx, an SSE stream left once its response
-//! came, a call given up on) is read to its end, up to [`DRAIN_MOST`] bytes
-//! and for at most [`DRAIN_WITHIN`], by a task of its own, and the
-//! connection then comes back; else it is closed. An answer that ends with
-//! its connection, or says it closes it, or comes with bytes after its end,
-//! closes it too.
+//! as far as the runtime has seen, is dropped, not used. One whose first
+//! write fails with nothing written is dropped and the request written once
+//! more on a new one, as nothing of it was sent (rare: a write to a socket
+//! the peer closed is usually taken by the kernel, and the close is then
+//! read where the answer's head was awaited; that fails the request in
+//! transport, which the client's retry budget sends again only if the
+//! method changes nothing, as with hyper's pool).
+//!
+//! The connection comes back once the answer has been read to its end
+//! ([`Body`]): with the head itself when the answer is empty, else once its
+//! reader has taken its last piece. An answer left unread (a 5xx, an SSE
+//! stream left once its response came, a call given up on) is read to its
+//! end by a task of its own, as long as that takes at most [`DRAIN_MOST`]
+//! bytes from the connection and [`DRAIN_WITHIN`], and the connection then
+//! comes back; else it is closed. An answer that ends with its connection,
+//! says it closes it, or comes with bytes after its end, closes it too. A
+//! request is written whole before its answer is read: an upstream that
+//! answers early (a 413) and stops reading leaves it waiting until the
+//! call's deadline, and one that answers and resets leaves a transport error.
 //!
 //! Idle connections are at most the requests that were once in flight at
 //! the same time (the client's `max_in_flight`, and the calls parked for a
-//! client's input, which hold theirs). One idle longer than
+//! client's input, which hold theirs), and those whose answer's rest a task
+//! read once their request's place was free again. One idle longer than
 //! [`IDLE_TIMEOUT`] is closed: when a request finds it, when another is
 //! given back, and by a task that looks every [`IDLE_TIMEOUT`] while the
 //! pool lives, as reqwest's pool reaped them.
@@ -57,7 +67,7 @@ use crate::outbound::OutboundPolicy;
 
 mod message;
 
-use message::{Decoded, Decoder, Head};
+use message::{Decoded, Decoder, Head, HeadReader};
 
 /// How long a connection may stay idle and still be used (reqwest's default).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -68,6 +78,8 @@ const DRAIN_MOST: usize = 64 * 1024;
 /// The read buffer's size, and the least room a read is given in it.
 const READ_BUFFER: usize = 8 * 1024;
 const LEAST_READ: usize = 1024;
+/// The most room a connection's write buffer keeps between requests.
+const KEPT_WRITE_BUFFER: usize = 64 * 1024;
 
 /// The idle connections, each with when it went idle, the last at the end.
 type Idle = Mutex<Vec<(Connection, Instant)>>;
@@ -92,16 +104,18 @@ impl std::fmt::Debug for Http1 {
 }
 
 /// One connection of ours: what has been read of it and not yet used, and
-/// the buffer its requests are written in (both kept from request to request).
+/// the buffer its requests are written in (both kept from request to
+/// request, the latter only while small), and how much it has read in all.
 struct Connection {
     tcp: TcpStream,
     read: BytesMut,
     write: Vec<u8>,
+    received: usize,
 }
 
 impl Connection {
     fn new(tcp: TcpStream) -> Self {
-        Self { tcp, read: BytesMut::with_capacity(READ_BUFFER), write: Vec::new() }
+        Self { tcp, read: BytesMut::with_capacity(READ_BUFFER), write: Vec::new(), received: 0 }
     }
 
     /// Writes the request in `write`. `Err(true)` if nothing of it left.
@@ -114,6 +128,10 @@ impl Connection {
                 Err(e) => return Err((written == 0, e)),
             }
         }
+        // An idle connection does not keep the room its largest request took.
+        if self.write.capacity() > KEPT_WRITE_BUFFER {
+            self.write = Vec::new();
+        }
         Ok(())
     }
 
@@ -122,7 +140,9 @@ impl Connection {
         if self.read.capacity() - self.read.len() < LEAST_READ {
             self.read.reserve(READ_BUFFER);
         }
-        self.tcp.read_buf(&mut self.read).await
+        let read = self.tcp.read_buf(&mut self.read).await?;
+        self.received += read;
+        Ok(read)
     }
 
     /// Whether it may still carry a request: nothing unasked came on it and,
@@ -213,8 +233,8 @@ impl Body {
                     return None;
                 }
                 Ok(Decoded::More) => match connection.fill().await {
-                    Ok(0) if self.decoder == Decoder::UntilClose => {
-                        self.decoder = Decoder::Ended;
+                    Ok(0) if self.decoder.until_close() => {
+                        self.decoder.closed();
                         self.connection = None;
                         return None;
                     }
@@ -282,10 +302,10 @@ impl Drop for Body {
         };
         runtime.spawn(async move {
             let read = async {
-                let mut drained = 0;
-                while let Some(Ok(piece)) = rest.next().await {
-                    drained += piece.len();
-                    if drained > DRAIN_MOST {
+                // Counted as read from the connection, the chunked coding's own bytes too.
+                let from = rest.connection.as_ref().map_or(0, |c| c.received);
+                while let Some(Ok(_)) = rest.next().await {
+                    if rest.connection.as_ref().is_some_and(|c| c.received - from > DRAIN_MOST) {
                         return;
                     }
                 }
@@ -341,8 +361,9 @@ impl Http1 {
             }
             Err((_, e)) => return Err(self.failed(&e.to_string())),
         }
+        let mut reader = HeadReader::default();
         let head = loop {
-            match message::parse_head(&mut connection.read) {
+            match reader.parse(&mut connection.read) {
                 Ok(Some(head)) => break head,
                 Ok(None) => match connection.fill().await {
                     Ok(0) => return Err(self.failed("the connection closed before an answer came")),

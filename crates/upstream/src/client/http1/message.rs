@@ -1,13 +1,17 @@
 //! An HTTP/1.1 exchange's bytes, without IO: the request written, the
-//! answer's head parsed (httparse) and its framing decided, its body decoded
-//! ([`Decoder`]: a length, the chunked coding, or until the connection
-//! closes) from what has been read so far.
+//! answer's head parsed (httparse) and its framing decided ([`HeadReader`]),
+//! its body decoded ([`Decoder`]: a length, the chunked coding, or until the
+//! connection closes) from what has been read so far.
 //!
-//! The upstream is not trusted: its head is bounded ([`MAX_HEAD`],
-//! [`MAX_HEADERS`]), a chunk's size line and the trailers too, a size that
+//! The upstream is not trusted. Its head is bounded ([`MAX_HEAD`],
+//! [`MAX_HEADERS`], [`MAX_INTERIM`] interim answers), a chunk's size line
+//! too, and the extensions and trailers of a body together ([`MAX_EXTRAS`]:
+//! the bounds on what an answer holds count its data alone). A size that
 //! overflows or is not hex is refused, and so is an answer whose length is
-//! ambiguous (a length and a coding, or two lengths that differ), which
-//! would leave us reading the next answer from the middle of this one.
+//! ambiguous (a length and a coding, which RFC 9112 §6.3 lets a client
+//! treat as an error, two lengths that differ, a coding in HTTP/1.0): it
+//! would leave us reading the next answer from the middle of this one. A
+//! line or a head that comes a byte at a time is looked through once.
 
 use bytes::{Buf as _, Bytes, BytesMut};
 use http::StatusCode;
@@ -82,60 +86,105 @@ pub(super) enum Framing {
     UntilClose,
 }
 
-/// Parses the answer's head at the start of `read`, and takes it from
-/// there: `Ok(None)` if it has not all come yet. Interim answers (1xx)
-/// are skipped.
-///
-/// # Errors
-/// Why the head cannot be read: not HTTP/1.x, too large, too many headers,
-/// a switch of protocol, or a length that is not one number.
-pub(super) fn parse_head(read: &mut BytesMut) -> Result<Option<Head>, String> {
-    loop {
-        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut slots);
-        let length = match parsed.parse(read) {
-            Ok(httparse::Status::Complete(length)) => length,
-            Ok(httparse::Status::Partial) if read.len() < MAX_HEAD => return Ok(None),
-            Ok(httparse::Status::Partial) => return Err(format!("an answer's head exceeds {MAX_HEAD} bytes")),
-            Err(httparse::Error::TooManyHeaders) => return Err(format!("an answer has over {MAX_HEADERS} headers")),
-            Err(e) => return Err(format!("an answer's head is not HTTP/1.1: {e}")),
-        };
-        if length > MAX_HEAD {
-            return Err(format!("an answer's head exceeds {MAX_HEAD} bytes"));
+/// Reads an answer's head from what has come of it: the bytes are looked
+/// through once for the head's end, and httparse runs only once it is there,
+/// so a head that trickles in a byte at a time costs its length, not its
+/// square. Interim answers (1xx) are skipped, [`MAX_INTERIM`] at most.
+#[derive(Debug, Default)]
+pub(super) struct HeadReader {
+    /// How far the bytes read have been looked through for the head's end.
+    scanned: usize,
+    /// The interim answers skipped.
+    interim: usize,
+}
+
+/// How many interim answers (1xx) may come before an answer.
+const MAX_INTERIM: usize = 16;
+
+impl HeadReader {
+    /// Parses the answer's head at the start of `read`, and takes it from
+    /// there: `Ok(None)` if it has not all come yet.
+    ///
+    /// # Errors
+    /// Why the head cannot be read: not HTTP/1.x, too large, too many
+    /// headers or interim answers, a switch of protocol, or a length that
+    /// is not one number.
+    pub(super) fn parse(&mut self, read: &mut BytesMut) -> Result<Option<Head>, String> {
+        loop {
+            if !self.end_seen(read) {
+                return if read.len() < MAX_HEAD {
+                    Ok(None)
+                } else {
+                    Err(format!("an answer's head exceeds {MAX_HEAD} bytes"))
+                };
+            }
+            let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut parsed = httparse::Response::new(&mut slots);
+            let length = match parsed.parse(read) {
+                Ok(httparse::Status::Complete(length)) if length <= MAX_HEAD => length,
+                Ok(httparse::Status::Partial) if read.len() < MAX_HEAD => return Ok(None),
+                Ok(_) => return Err(format!("an answer's head exceeds {MAX_HEAD} bytes")),
+                Err(httparse::Error::TooManyHeaders) => {
+                    return Err(format!("an answer has over {MAX_HEADERS} headers"));
+                }
+                Err(e) => return Err(format!("an answer's head is not HTTP/1.1: {e}")),
+            };
+            let code = parsed.code.unwrap_or_default();
+            let status = StatusCode::from_u16(code).map_err(|_| format!("an answer's status {code} is not one"))?;
+            if status == StatusCode::SWITCHING_PROTOCOLS {
+                return Err("the upstream switched protocols unasked".into());
+            }
+            if status.is_informational() {
+                self.interim += 1;
+                if self.interim > MAX_INTERIM {
+                    return Err(format!("over {MAX_INTERIM} interim answers came"));
+                }
+                read.advance(length);
+                self.scanned = 0;
+                continue;
+            }
+            let version_1_1 = parsed.version == Some(1);
+            // Where each header's name and value lie, so that the values can
+            // share the head's bytes once it is taken from `read`; and what
+            // frames the body, seen on the way.
+            let start = read.as_ptr() as usize;
+            let mut places = Vec::with_capacity(parsed.headers.len());
+            let mut frame = FramingHeaders::default();
+            for header in parsed.headers.iter() {
+                let name =
+                    HeaderName::from_bytes(header.name.as_bytes()).map_err(|e| format!("an answer's header: {e}"))?;
+                frame.see(&name, header.value)?;
+                let from = header.value.as_ptr() as usize - start;
+                places.push((name, from..from + header.value.len()));
+            }
+            let head = read.split_to(length).freeze();
+            let mut headers = HeaderMap::with_capacity(places.len());
+            for (name, place) in places {
+                let value = HeaderValue::from_maybe_shared(head.slice(place))
+                    .map_err(|e| format!("an answer's header: {e}"))?;
+                headers.append(name, value);
+            }
+            let framing = frame.framing(status)?;
+            if !version_1_1 && frame.coded.is_some() {
+                // RFC 9112 §6.1: a transfer coding in an HTTP/1.0 message is faulty framing.
+                return Err("an HTTP/1.0 answer has a transfer coding".into());
+            }
+            let reusable = version_1_1 && !frame.closes && framing != Framing::UntilClose;
+            return Ok(Some(Head { status, headers, framing, reusable }));
         }
-        let code = parsed.code.unwrap_or_default();
-        let status = StatusCode::from_u16(code).map_err(|_| format!("an answer's status {code} is not one"))?;
-        if status == StatusCode::SWITCHING_PROTOCOLS {
-            return Err("the upstream switched protocols unasked".into());
-        }
-        if status.is_informational() {
-            read.advance(length);
-            continue;
-        }
-        let version_1_1 = parsed.version == Some(1);
-        // Where each header's name and value lie, so that the values can
-        // share the head's bytes once it is taken from `read`; and what
-        // frames the body, seen on the way.
-        let start = read.as_ptr() as usize;
-        let mut places = Vec::with_capacity(parsed.headers.len());
-        let mut frame = FramingHeaders::default();
-        for header in parsed.headers.iter() {
-            let name =
-                HeaderName::from_bytes(header.name.as_bytes()).map_err(|e| format!("an answer's header: {e}"))?;
-            frame.see(&name, header.value)?;
-            let from = header.value.as_ptr() as usize - start;
-            places.push((name, from..from + header.value.len()));
-        }
-        let head = read.split_to(length).freeze();
-        let mut headers = HeaderMap::with_capacity(places.len());
-        for (name, place) in places {
-            let value =
-                HeaderValue::from_maybe_shared(head.slice(place)).map_err(|e| format!("an answer's header: {e}"))?;
-            headers.append(name, value);
-        }
-        let framing = frame.framing(status)?;
-        let reusable = version_1_1 && !frame.closes && framing != Framing::UntilClose;
-        return Ok(Some(Head { status, headers, framing, reusable }));
+    }
+
+    /// Whether the end of a head (an empty line, after CRLF or LF) is in
+    /// `read`, looking only at what was not looked at before (but for the
+    /// last two bytes, where an end may have begun).
+    fn end_seen(&mut self, read: &[u8]) -> bool {
+        let from = self.scanned.min(read.len());
+        let seen = read[from..].iter().enumerate().any(|(i, &byte)| {
+            let rest = &read[from + i + 1..];
+            byte == b'\n' && (rest.starts_with(b"\n") || rest.starts_with(b"\r\n"))
+        });
+        self.scanned = read.len().saturating_sub(2);
+        seen
     }
 }
 
@@ -205,7 +254,7 @@ pub(super) enum Decoded {
 
 /// Where a body's reading stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Decoder {
+enum State {
     /// This many bytes of a body with a length are left.
     Length(u64),
     /// A chunk's size line comes next.
@@ -214,22 +263,38 @@ pub(super) enum Decoder {
     Chunk(u64),
     /// The CRLF after a chunk's data comes next.
     ChunkEnd,
-    /// The trailers come next, and this much of them has been read.
-    Trailers(usize),
+    /// The trailers come next.
+    Trailers,
     /// The body goes on until the connection closes.
     UntilClose,
     /// The body has ended.
     Ended,
 }
 
+/// A body's reading: where it stands, how far the line it waits for has
+/// been looked for, and how many bytes of the chunked coding were neither
+/// data nor a size (extensions, trailers), which [`MAX_EXTRAS`] bounds for
+/// the whole body, as the data's own bounds count only the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Decoder {
+    state: State,
+    scanned: usize,
+    extras: usize,
+}
+
+/// What a body's chunk extensions and trailers may take together (hyper's
+/// bound for each).
+const MAX_EXTRAS: usize = 16 * 1024;
+
 impl Decoder {
     pub(super) fn new(framing: Framing) -> Self {
-        match framing {
-            Framing::Length(0) => Self::Ended,
-            Framing::Length(length) => Self::Length(length),
-            Framing::Chunked => Self::Size,
-            Framing::UntilClose => Self::UntilClose,
-        }
+        let state = match framing {
+            Framing::Length(0) => State::Ended,
+            Framing::Length(length) => State::Length(length),
+            Framing::Chunked => State::Size,
+            Framing::UntilClose => State::UntilClose,
+        };
+        Self { state, scanned: 0, extras: 0 }
     }
 
     /// The body's next piece in `read`, taken from it; or whether more must
@@ -241,20 +306,20 @@ impl Decoder {
         if !self.frame(read)? {
             return Ok(Decoded::More);
         }
-        match *self {
-            Self::Length(left) | Self::Chunk(left) if !read.is_empty() => {
+        match self.state {
+            State::Length(left) | State::Chunk(left) if !read.is_empty() => {
                 let taken = usize::try_from(left).unwrap_or(usize::MAX).min(read.len());
                 let left = left - taken as u64;
-                *self = match (*self, left) {
-                    (Self::Length(_), 0) => Self::Ended,
-                    (Self::Length(_), _) => Self::Length(left),
-                    (_, 0) => Self::ChunkEnd,
-                    _ => Self::Chunk(left),
+                self.state = match (self.state, left) {
+                    (State::Length(_), 0) => State::Ended,
+                    (State::Length(_), _) => State::Length(left),
+                    (_, 0) => State::ChunkEnd,
+                    _ => State::Chunk(left),
                 };
                 Ok(Decoded::Data(read.split_to(taken).freeze()))
             }
-            Self::UntilClose if !read.is_empty() => Ok(Decoded::Data(read.split().freeze())),
-            Self::Ended => Ok(Decoded::End),
+            State::UntilClose if !read.is_empty() => Ok(Decoded::Data(read.split().freeze())),
+            State::Ended => Ok(Decoded::End),
             _ => Ok(Decoded::More),
         }
     }
@@ -269,16 +334,17 @@ impl Decoder {
     /// The chunked coding broken, or a line of it over its bound.
     pub(super) fn frame(&mut self, read: &mut BytesMut) -> Result<bool, String> {
         loop {
-            match *self {
-                Self::Length(_) | Self::Chunk(_) | Self::UntilClose | Self::Ended => return Ok(true),
-                Self::Size => {
-                    let Some(line) = line(read, MAX_SIZE_LINE, "a chunk's size line")? else {
+            match self.state {
+                State::Length(_) | State::Chunk(_) | State::UntilClose | State::Ended => return Ok(true),
+                State::Size => {
+                    let Some(line) = line(read, &mut self.scanned, MAX_SIZE_LINE, "a chunk's size line")? else {
                         return Ok(false);
                     };
-                    let size = chunk_size(&line)?;
-                    *self = if size == 0 { Self::Trailers(0) } else { Self::Chunk(size) };
+                    let (size, extension) = chunk_size(&line)?;
+                    self.take_extras(extension)?;
+                    self.state = if size == 0 { State::Trailers } else { State::Chunk(size) };
                 }
-                Self::ChunkEnd => {
+                State::ChunkEnd => {
                     if read.len() < 2 {
                         return Ok(false);
                     }
@@ -286,50 +352,86 @@ impl Decoder {
                         return Err("a chunk does not end where its size says".into());
                     }
                     read.advance(2);
-                    *self = Self::Size;
+                    self.state = State::Size;
                 }
-                Self::Trailers(seen) => {
-                    let Some(line) = line(read, MAX_HEAD - seen, "the trailers")? else {
+                State::Trailers => {
+                    let most = MAX_EXTRAS - self.extras + 2;
+                    let Some(line) = line(read, &mut self.scanned, most, "the trailers")? else {
                         return Ok(false);
                     };
                     // (Trailers carry nothing to hand on.)
-                    *self = if line.is_empty() { Self::Ended } else { Self::Trailers(seen + line.len() + 2) };
+                    self.take_extras(line.len())?;
+                    if line.is_empty() {
+                        self.state = State::Ended;
+                    }
                 }
             }
         }
     }
 
+    /// Counts `bytes` more of extensions or trailers against [`MAX_EXTRAS`].
+    fn take_extras(&mut self, bytes: usize) -> Result<(), String> {
+        self.extras += bytes;
+        if self.extras > MAX_EXTRAS {
+            return Err(format!("the chunked coding's extensions and trailers exceed {MAX_EXTRAS} bytes"));
+        }
+        Ok(())
+    }
+
     /// Whether the body has been read to its end.
     pub(super) fn ended(self) -> bool {
-        self == Self::Ended
+        self.state == State::Ended
+    }
+
+    /// Whether the body ends when its connection closes.
+    pub(super) fn until_close(self) -> bool {
+        self.state == State::UntilClose
+    }
+
+    /// The body ended with its connection.
+    pub(super) fn closed(&mut self) {
+        self.state = State::Ended;
     }
 }
 
 /// The line at the start of `read` without its CRLF, taken from it: `None`
-/// if its end has not come yet. What `bound` names may take `most` bytes.
-fn line(read: &mut BytesMut, most: usize, bound: &str) -> Result<Option<BytesMut>, String> {
+/// if its end has not come yet (`scanned`: how far it has been looked for,
+/// so that a line that comes a byte at a time costs its length, not its
+/// square). What `bound` names may take `most` bytes, its CRLF included.
+fn line(read: &mut BytesMut, scanned: &mut usize, most: usize, bound: &str) -> Result<Option<BytesMut>, String> {
     let window = &read[..read.len().min(most)];
-    match window.iter().position(|&b| b == b'\n') {
+    let from = (*scanned).min(window.len());
+    match window[from..].iter().position(|&b| b == b'\n').map(|at| from + at) {
         Some(end) if end > 0 && read[end - 1] == b'\r' => {
+            *scanned = 0;
             let mut line = read.split_to(end + 1);
             line.truncate(end - 1);
             Ok(Some(line))
         }
         Some(_) => Err(format!("{bound} hold a line not ended by CRLF")),
         None if read.len() >= most => Err(format!("{bound} exceed {most} bytes")),
-        None => Ok(None),
+        None => {
+            *scanned = window.len();
+            Ok(None)
+        }
     }
 }
 
-/// A chunk's size: hex digits, then perhaps extensions after `;`.
-fn chunk_size(line: &[u8]) -> Result<u64, String> {
+/// A chunk's size (hex digits, leading zeros aside), and how many bytes of
+/// its line are not (extensions after `;`).
+fn chunk_size(line: &[u8]) -> Result<(u64, usize), String> {
     let digits = line.split(|&b| b == b';').next().unwrap_or_default();
+    let extension = line.len() - digits.len();
     let digits = digits.trim_ascii();
-    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {
+    let significant =
+        digits.iter().position(|&b| b != b'0').map_or(&digits[digits.len().saturating_sub(1)..], |at| &digits[at..]);
+    if digits.is_empty() || significant.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {
         return Err(format!("a chunk's size {:?} is not one", String::from_utf8_lossy(digits)));
     }
     // Fifteen hex digits at most: the size fits in a u64 with room to add to it.
-    Ok(digits.iter().fold(0, |size, &digit| size * 16 + u64::from(char::from(digit).to_digit(16).unwrap_or(0))))
+    let size =
+        significant.iter().fold(0, |size, &digit| size * 16 + u64::from(char::from(digit).to_digit(16).unwrap_or(0)));
+    Ok((size, extension))
 }
 
 #[cfg(test)]
@@ -376,6 +478,17 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_size_may_have_leading_zeros_and_extensions_within_their_bound() {
+        let bytes = b"00000000000000000000005;a=b\r\nhello\r\n0\r\n\r\n";
+        assert_eq!(decoded(Decoder::new(Framing::Chunked), bytes, 1).unwrap().0, b"hello");
+        // Each size line within its own bound, but their extensions over the body's.
+        let extension = format!("1;{}\r\nx\r\n", "e".repeat(MAX_SIZE_LINE - 16));
+        let many = extension.repeat(MAX_EXTRAS / (MAX_SIZE_LINE - 16) + 1);
+        let refused = decoded(Decoder::new(Framing::Chunked), many.as_bytes(), many.len()).unwrap_err();
+        assert!(refused.contains("extensions and trailers exceed"), "{refused}");
+    }
+
+    #[test]
     fn a_broken_chunked_coding_is_refused() {
         let refused = |bytes: &[u8]| decoded(Decoder::new(Framing::Chunked), bytes, bytes.len()).unwrap_err();
         assert!(refused(b"zz\r\n").contains("size"));
@@ -393,7 +506,7 @@ mod tests {
     }
 
     fn parsed(text: &str) -> Result<Option<Head>, String> {
-        parse_head(&mut BytesMut::from(text))
+        HeadReader::default().parse(&mut BytesMut::from(text))
     }
 
     #[test]
@@ -402,7 +515,7 @@ mod tests {
             "HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
              Mcp-Session-Id: s1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\n",
         );
-        let head = parse_head(&mut read).unwrap().unwrap();
+        let head = HeadReader::default().parse(&mut read).unwrap().unwrap();
         assert_eq!(head.status, StatusCode::OK);
         assert_eq!(head.headers["content-type"], "text/event-stream");
         assert_eq!(head.headers["mcp-session-id"], "s1");
@@ -410,6 +523,28 @@ mod tests {
         assert_eq!(&read[..], b"5\r\n", "the body's bytes are left");
         // Not all of it yet.
         assert!(parsed("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n").unwrap().is_none());
+    }
+
+    /// A head that comes a byte at a time is read once it has all come, and
+    /// only then parsed; so are the interim answers before it, up to their bound.
+    #[test]
+    fn a_head_is_read_however_it_trickles_in_and_interim_answers_are_bounded() {
+        let text = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\ncontent-length: 2\n\n{}";
+        let mut reader = HeadReader::default();
+        let mut read = BytesMut::new();
+        for (i, byte) in text.bytes().enumerate() {
+            read.extend_from_slice(&[byte]);
+            if let Some(head) = reader.parse(&mut read).unwrap() {
+                assert_eq!((head.status, head.framing), (StatusCode::OK, Framing::Length(2)));
+                assert_eq!(i, text.len() - 3, "read at the head's end");
+                assert!(read.is_empty(), "the head taken whole, nothing after it");
+                break;
+            }
+        }
+        let interim = "HTTP/1.1 102 Processing\r\n\r\n".repeat(MAX_INTERIM + 1);
+        assert!(parsed(&format!("{interim}HTTP/1.1 200 OK\r\n\r\n")).unwrap_err().contains("interim"));
+        let interim = "HTTP/1.1 102 Processing\r\n\r\n".repeat(MAX_INTERIM);
+        assert!(parsed(&format!("{interim}HTTP/1.1 200 OK\r\n\r\n")).unwrap().is_some());
     }
 
     #[test]
@@ -437,6 +572,7 @@ mod tests {
         assert!(refused("HTTP/1.1 200 OK\r\ncontent-length: +2\r\n\r\n").contains("not a number"));
         assert!(refused("HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n").contains("too large"));
         assert!(refused("HTTP/1.1 101 Switching Protocols\r\n\r\n").contains("switched"));
+        assert!(refused("HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n").contains("HTTP/1.0"));
         assert!(refused("SSH-2.0-OpenSSH\r\n\r\n").contains("not HTTP"));
         let many: String = (0..=MAX_HEADERS).map(|i| format!("x-{i}: 1\r\n")).collect();
         assert!(refused(&format!("HTTP/1.1 200 OK\r\n{many}\r\n")).contains("headers"));

@@ -130,8 +130,9 @@ async fn calls_at_the_same_time_each_take_a_connection_then_reuse_them() {
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
 }
 
-/// What is left of an unread answer would come before the next one:
-/// a connection whose answer never ends is not used again.
+/// What is left of an unread answer would come before the next one: a
+/// connection whose answer does not end within [`DRAIN_WITHIN`] is closed,
+/// not used again.
 #[tokio::test]
 async fn an_answer_left_unfinished_closes_its_connection() {
     let (http1, accepted) = serving(false, || {
@@ -141,8 +142,44 @@ async fn an_answer_left_unfinished_closes_its_connection() {
     })
     .await;
     call(&http1, false).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(DRAIN_WITHIN + Duration::from_millis(200)).await;
+    assert!(http1.idle.lock().unwrap().is_empty(), "kept");
     let _still_open = http1.post(HeaderMap::new(), Bytes::new()).await.unwrap();
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+/// An answer left unread that keeps coming is read no further than
+/// [`DRAIN_MOST`] bytes of its connection, chunked coding and all: the
+/// connection is closed long before [`DRAIN_WITHIN`].
+#[tokio::test]
+async fn an_endless_answer_left_unread_is_read_no_further_than_its_bound() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let upstream = tokio::spawn(async move {
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        read_request(&mut tcp).await;
+        tcp.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n").await.unwrap();
+        let chunks = "1\r\nx\r\n".repeat(1000);
+        while tcp.write_all(chunks.as_bytes()).await.is_ok() {}
+    });
+    let policy = OutboundPolicy { allowed_ranges: vec!["127.0.0.0/8".parse().unwrap()], ..OutboundPolicy::default() };
+    let http1 = Http1::new(&reqwest::Url::parse(&format!("http://{address}/mcp")).unwrap(), &policy).unwrap();
+    let response = http1.post(HeaderMap::new(), Bytes::new()).await.unwrap();
+    drop(response);
+    // The upstream's writes fail once the connection is closed.
+    tokio::time::timeout(DRAIN_WITHIN * 3 / 4, upstream).await.expect("still read").unwrap();
+    assert!(http1.idle.lock().unwrap().is_empty());
+}
+
+/// Bytes after an answer's end were never asked for: its connection is not
+/// used again. (An interim answer before it is skipped.)
+#[tokio::test]
+async fn an_answer_with_bytes_after_its_end_closes_its_connection() {
+    let answer = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}XX";
+    let (http1, accepted) = raw(vec![answer.into()], false).await;
+    for _ in 0..2 {
+        assert_eq!(call(&http1, true).await, b"{}");
+    }
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
 
