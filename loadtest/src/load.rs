@@ -89,8 +89,13 @@ pub(crate) async fn load_spread(
                 let sent = Instant::now();
                 let response = request.send().await?;
                 let status = response.status();
-                let _ = response.bytes().await?;
-                anyhow::ensure!(status.is_success(), "status {status}");
+                let answer = response.bytes().await?;
+                anyhow::ensure!(
+                    status.is_success(),
+                    "status {status} from {}: {}",
+                    urls[n % urls.len()],
+                    String::from_utf8_lossy(&answer[..answer.len().min(500)])
+                );
                 latencies.push(sent.elapsed());
             }
             anyhow::Ok(latencies)

@@ -76,8 +76,16 @@ pub(crate) async fn plugin_call(
     let server = start_switchyard_with(&binary, &[("SWITCHYARD_UPSTREAM__ALLOWED_RANGES", "127.0.0.0/8")]).await?;
     // The conformance fixture gives the upstream a resource of its own
     // (`test://static-text`, answered with a ttlMs of a minute) to read
-    // built in, and through the front server, from its answer cache.
-    let upstream = start_switchyard_with(&binary, &[("SWITCHYARD_FIXTURE", "conformance")]).await?;
+    // built in, and through the front server, from its answer cache. The
+    // least forwarder's one h2c connection to it is opened once and never
+    // again: it must not be closed as idle (after 30 s by default) while a
+    // round of the other rows runs, which with 60,000 requests a row can
+    // take that long.
+    let upstream = start_switchyard_with(
+        &binary,
+        &[("SWITCHYARD_FIXTURE", "conformance"), ("SWITCHYARD_HTTP__HEADER_READ_TIMEOUT", "10m")],
+    )
+    .await?;
     let idle_kib = status_kib(server.child.id(), "VmRSS")?;
     register_plugins(&server, &wasm, &upstream).await?;
     // Processes of their own, so that each one's CPU is counted apart: the
