@@ -52,9 +52,13 @@ async fn serving(
             });
         }
     });
+    (on_loopback(&format!("http://{address}/mcp")), accepted)
+}
+
+/// The connections to `url`, on loopback, which the outbound policy allows here.
+fn on_loopback(url: &str) -> Http1 {
     let policy = OutboundPolicy { allowed_ranges: vec!["127.0.0.0/8".parse().unwrap()], ..OutboundPolicy::default() };
-    let url = reqwest::Url::parse(&format!("http://{address}/mcp")).unwrap();
-    (Http1::new(&url, &policy).unwrap(), accepted)
+    Http1::new(&reqwest::Url::parse(url).unwrap(), &policy).unwrap()
 }
 
 type Chunks = BoxStream<'static, Result<Frame<Bytes>, Infallible>>;
@@ -162,8 +166,7 @@ async fn an_endless_answer_left_unread_is_read_no_further_than_its_bound() {
         let chunks = "1\r\nx\r\n".repeat(1000);
         while tcp.write_all(chunks.as_bytes()).await.is_ok() {}
     });
-    let policy = OutboundPolicy { allowed_ranges: vec!["127.0.0.0/8".parse().unwrap()], ..OutboundPolicy::default() };
-    let http1 = Http1::new(&reqwest::Url::parse(&format!("http://{address}/mcp")).unwrap(), &policy).unwrap();
+    let http1 = on_loopback(&format!("http://{address}/mcp"));
     let response = http1.post(HeaderMap::new(), Bytes::new()).await.unwrap();
     drop(response);
     // The upstream's writes fail once the connection is closed.
@@ -224,9 +227,7 @@ async fn the_request_names_the_path_and_the_host() {
         let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), answering).await;
         rx.await.unwrap()
     });
-    let policy = OutboundPolicy { allowed_ranges: vec!["127.0.0.0/8".parse().unwrap()], ..OutboundPolicy::default() };
-    let url = reqwest::Url::parse(&format!("http://{address}/mcp?tenant=a")).unwrap();
-    let http1 = Http1::new(&url, &policy).unwrap();
+    let http1 = on_loopback(&format!("http://{address}/mcp?tenant=a"));
     call(&http1, true).await;
     drop(http1);
     let (target, host) = seen.await.unwrap();
@@ -280,9 +281,7 @@ async fn raw(pieces: Vec<String>, close: bool) -> (Http1, Arc<AtomicUsize>) {
             });
         }
     });
-    let policy = OutboundPolicy { allowed_ranges: vec!["127.0.0.0/8".parse().unwrap()], ..OutboundPolicy::default() };
-    let url = reqwest::Url::parse(&format!("http://{address}/mcp")).unwrap();
-    (Http1::new(&url, &policy).unwrap(), accepted)
+    (on_loopback(&format!("http://{address}/mcp")), accepted)
 }
 
 /// Reads one request's head and body (by its length) from `tcp`; `false` once it closed.
