@@ -178,10 +178,16 @@ fn close_stale(idle: &mut Vec<(Connection, Instant)>) {
     idle.retain(|(connection, _)| connection.alive());
 }
 
-/// An answer that came on one of our connections: its head, and its body to read.
+/// An answer that came on one of our connections: what of its head an MCP
+/// client reads (`message::Head`), and its body to read.
 pub(crate) struct Http1Response {
     pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
+    /// Whether its `Content-Type` is `text/event-stream`.
+    pub(crate) event_stream: bool,
+    /// Its `Mcp-Session-Id`, if that is text.
+    pub(crate) session: Option<String>,
+    /// The length its head announces.
+    pub(crate) length: Option<u64>,
     pub(crate) body: Body,
 }
 
@@ -374,7 +380,12 @@ impl Http1 {
             }
         };
         let body = Body::new(connection, &head, &self.idle);
-        Ok(Http1Response { status: head.status, headers: head.headers, body })
+        let length = match head.framing {
+            message::Framing::Length(length) => Some(length),
+            message::Framing::Chunked | message::Framing::UntilClose => None,
+        };
+        let message::Head { status, event_stream, session, .. } = head;
+        Ok(Http1Response { status, event_stream, session, length, body })
     }
 
     /// The idle connection that went idle last and is still open, if any;

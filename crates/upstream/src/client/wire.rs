@@ -153,7 +153,7 @@ impl McpClient {
             ),
         };
         let status = response.status();
-        let session = response.headers().get(headers::SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let session = response.session();
         // Whatever the body says: the Python SDK, for one, sends a JSON-RPC
         // error with its 404, which would otherwise read as the upstream's answer.
         if status == reqwest::StatusCode::NOT_FOUND && matches!(era, Era::Session { session: Some(_), .. }) {
@@ -174,12 +174,7 @@ impl McpClient {
                 Err(CallError::Transport(format!("HTTP {status}")))
             };
         };
-        let is_sse = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        let (reply, weight) = if is_sse {
+        let (reply, weight) = if response.is_event_stream() {
             self.reply_from_events(response, id, relay, era).await?
         } else {
             let cap = self.limits.max_message_bytes;
@@ -332,12 +327,24 @@ impl Response {
         }
     }
 
-    pub(super) fn headers(&self) -> &HeaderMap {
-        match self {
+    /// Its `Mcp-Session-Id`, if that is text.
+    pub(super) fn session(&self) -> Option<String> {
+        let headers = match self {
             Self::Pooled(response) => response.headers(),
             Self::H2c(response) => response.headers(),
-            Self::Http1(response) => &response.headers,
-        }
+            Self::Http1(response) => return response.session.clone(),
+        };
+        headers.get(headers::SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned)
+    }
+
+    /// Whether its `Content-Type` is `text/event-stream`.
+    pub(super) fn is_event_stream(&self) -> bool {
+        let headers = match self {
+            Self::Pooled(response) => response.headers(),
+            Self::H2c(response) => response.headers(),
+            Self::Http1(response) => return response.event_stream,
+        };
+        headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"))
     }
 
     /// The length its head announces.
@@ -345,7 +352,7 @@ impl Response {
         match self {
             Self::Pooled(response) => response.content_length(),
             Self::H2c(response) => announced_length(response.headers()),
-            Self::Http1(response) => announced_length(&response.headers),
+            Self::Http1(response) => response.length,
         }
     }
 
