@@ -14,8 +14,8 @@
 //! front about 13,200 instructions a call. Here the calling task writes the
 //! request and reads its answer on the connection itself: the request's
 //! head and body leave in one write, the answer's head is parsed by
-//! httparse (hyper's own parser) with its values sharing the bytes read,
-//! and its body is taken from the same buffer ([`message`], which also says
+//! httparse (hyper's own parser), only what frames its body and what an MCP
+//! client reads of its headers kept, and its body is taken from the same buffer ([`message`], which also says
 //! what of a hostile upstream's answer is refused).
 //!
 //! A request takes the connection that went idle last (its buffers likely
@@ -186,7 +186,7 @@ pub(crate) struct Http1Response {
     pub(crate) event_stream: bool,
     /// Its `Mcp-Session-Id`, if that is text.
     pub(crate) session: Option<String>,
-    /// The length its head announces.
+    /// Its body's length, when its framing is one (0 for a 204 or 304).
     pub(crate) length: Option<u64>,
     pub(crate) body: Body,
 }

@@ -347,7 +347,8 @@ impl Response {
         headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"))
     }
 
-    /// The length its head announces.
+    /// The length its head announces for its body (for an HTTP/1.1 answer,
+    /// the one its framing uses: 0 for a 204 or 304).
     pub(super) fn content_length(&self) -> Option<u64> {
         match self {
             Self::Pooled(response) => response.content_length(),
