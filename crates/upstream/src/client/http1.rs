@@ -14,9 +14,10 @@
 //! front about 13,200 instructions a call. Here the calling task writes the
 //! request and reads its answer on the connection itself: the request's
 //! head and body leave in one write, the answer's head is parsed by
-//! httparse (hyper's own parser), only what frames its body and what an MCP
-//! client reads of its headers kept, and its body is taken from the same buffer ([`message`], which also says
-//! what of a hostile upstream's answer is refused).
+//! httparse (hyper's own parser), of its headers only what frames its body
+//! and what an MCP client reads is kept, and its body is taken from the
+//! same buffer ([`message`], which also says what of a hostile upstream's
+//! answer is refused).
 //!
 //! A request takes the connection that went idle last (its buffers likely
 //! still in cache), or opens one under the outbound policy (`client::dial`,
