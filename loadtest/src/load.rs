@@ -79,7 +79,8 @@ pub(crate) async fn load_spread(
                     n.checked_sub(1)
                 })
             {
-                let mut request = client.post(&urls[n % urls.len()]).body(body);
+                let url = &urls[n % urls.len()];
+                let mut request = client.post(url).body(body);
                 if !tokens.is_empty() {
                     request = request.bearer_auth(&tokens[n % tokens.len()]);
                 }
@@ -92,8 +93,7 @@ pub(crate) async fn load_spread(
                 let answer = response.bytes().await?;
                 anyhow::ensure!(
                     status.is_success(),
-                    "status {status} from {}: {}",
-                    urls[n % urls.len()],
+                    "status {status} from {url}: {}",
                     String::from_utf8_lossy(&answer[..answer.len().min(500)])
                 );
                 latencies.push(sent.elapsed());
