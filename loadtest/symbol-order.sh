@@ -19,12 +19,16 @@
 #   loadtest/symbol-order.sh --check target/release/switchyard [MIN]
 #
 # prints how many of the listed names the binary has (a list that matches its
-# build has them all), and fails when that share is under MIN (a percentage):
-# the image's build runs it with 100, so an image is never built from a list
-# that changes in the code have left stale (which once raised an idle server
-# from 11 to 15 MiB and slowed it under load; at 99.2% it idled 1 MiB
-# higher). The list's first line, a comment to the linker, names the compiler
-# the binary was built with; the build warns when its own differs.
+# build has them all), and how many of those the linker laid together: within
+# the span, from the first of them, that their sizes fill (with 5% for the
+# padding between functions). It fails when either share is under MIN (a
+# percentage): the image's build runs it with 100, so an image is never built
+# from a list that changes in the code have left stale (which once raised an
+# idle server from 11 to 15 MiB and slowed it under load; at 99.2% it idled 1
+# MiB higher), nor from a build the list did not order (a linker that ignored
+# it, or `SWITCHYARD_LINK_LAYOUT=off`). The list's first line, a comment to
+# the linker, names the compiler the binary was built with; the build warns
+# when its own differs.
 #
 # Runs the binary under callgrind (valgrind, python3) with names left mangled:
 # start, requests of every list, read, get and call method, completion, ping
@@ -52,24 +56,51 @@
 set -euo pipefail
 here=$(dirname "$(realpath "$0")")
 if [[ $1 == --check ]]; then
-  # Shell, awk and nm alone: the image's build stage runs it, and needs no python3 for it.
+  # Shell, awk and nm alone: the image's build stage runs it, and needs no
+  # python3 for it (nor gawk: Debian's awk is mawk, without `strtonum`).
   binary=$(realpath "$2")
   awk -v least="${3:-0}" -v binary="$binary" '
-    NR == FNR { present[$NF] = 1; next }
+    function hex(digits,   value, i) {
+      value = 0
+      for (i = 1; i <= length(digits); i++) value = value * 16 + index("0123456789abcdef", substr(digits, i, 1)) - 1
+      return value
+    }
+    # `nm -S`: address, size, type, name (a symbol without a size has no size field).
+    NR == FNR {
+      present[$NF] = 1
+      if (NF == 4 && $3 ~ /^[tTwW]$/ && !($4 in start)) { start[$4] = hex($1); size[$4] = hex($2) }
+      next
+    }
     /^#/ || $0 == "" { next }
-    { listed++; if ($0 in present) found++ }
+    {
+      listed++
+      if (!($0 in present)) next
+      found++
+      if ($0 in start) {
+        laid[++functions] = $0; span += size[$0]
+        if (first == "" || start[$0] < first) first = start[$0]
+      }
+    }
     END {
       if (length(present) == 0 || listed == 0) {
         print "no symbols read from " binary " (is it stripped, or is nm missing?), or an empty list" > "/dev/stderr"
         exit 1
       }
+      # Ordered, they lie from the first of them on, as close as their sizes
+      # and the padding between them allow.
+      for (i = 1; i <= functions; i++) if (start[laid[i]] < first + span * 1.05) together++
       share = 100 * found / listed
-      printf "%d of the %d listed functions are in %s (%.1f%%)\n", found, listed, binary, share
+      placed = functions ? 100 * together / functions : 0
+      printf "%d of the %d listed functions are in %s (%.1f%%); %d of the %d with a size laid together (%.1f%%)\n", found, listed, binary, share, together, functions, placed
       if (share < least) {
-        printf "under %s%%: crates/switchyard/symbol-order.txt is stale for this build; write it again (loadtest/symbol-order.sh, its header says how)\n", least > "/dev/stderr"
+        printf "under %s%% found: crates/switchyard/symbol-order.txt is stale for this build; write it again (loadtest/symbol-order.sh, its header says how)\n", least > "/dev/stderr"
         exit 1
       }
-    }' <(nm --defined-only "$binary") "$here/../crates/switchyard/symbol-order.txt"
+      if (placed < least) {
+        printf "under %s%% laid together: this build was not laid out by this list (built from another list, with SWITCHYARD_LINK_LAYOUT=off, or by another linker than LLD?)\n", least > "/dev/stderr"
+        exit 1
+      }
+    }' <(nm -S --defined-only "$binary") "$here/../crates/switchyard/symbol-order.txt"
   exit
 fi
 binary=$(realpath "$1")
