@@ -2,7 +2,7 @@
 //! expect.
 //!
 //! Request handling allocates many small, short-lived JSON values; mimalloc
-//! serves that pattern with less CPU than glibc's malloc (`loadtest/README.md`).
+//! serves that pattern with less CPU than glibc's malloc (`loadtest/figures-history.md`).
 //! The `mimalloc` crate hands every allocation to `mi_malloc_aligned`, whatever
 //! alignment it asks for. That function's fast path takes only blocks of up to
 //! 1 KiB; a larger one (a request's body, a boxed request future, hyper's
