@@ -29,6 +29,7 @@ mod h2c;
 mod http1;
 mod listen;
 mod relay;
+mod request_headers;
 mod token;
 mod wire;
 

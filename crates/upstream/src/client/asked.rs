@@ -161,7 +161,7 @@ impl McpClient {
         let reader = &mut call.reader;
         let exchange = async {
             let headers = self.headers(&call.era, "", None, Some(caller)).await?;
-            let posting = self.http.post(self.spec.url.clone()).headers(headers).body(response.to_string());
+            let posting = self.http.post(self.spec.url.clone()).headers(headers.into_map()).body(response.to_string());
             let posted = posting.send().await.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))?;
             match posted.status() {
                 status if status.is_success() => {}

@@ -31,8 +31,8 @@ struct Notice {
 
 impl CancelOnDrop {
     /// Armed for request `id`, sent to `url` with `headers`.
-    pub(super) fn armed(http: &reqwest::Client, url: &reqwest::Url, headers: &HeaderMap, id: &Value) -> Self {
-        let notice = Notice { http: http.clone(), url: url.clone(), headers: headers.clone(), id: id.clone() };
+    pub(super) fn armed(http: &reqwest::Client, url: &reqwest::Url, headers: HeaderMap, id: &Value) -> Self {
+        let notice = Notice { http: http.clone(), url: url.clone(), headers, id: id.clone() };
         Self { notice: Some(notice) }
     }
 

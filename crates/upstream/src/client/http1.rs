@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::StatusCode;
-use http::header::{HeaderMap, HeaderValue};
+use http::header::{HeaderName, HeaderValue};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
@@ -348,14 +348,18 @@ impl Http1 {
     /// # Errors
     /// [`CallError::Transport`]: no connection, it failed or closed before
     /// the head came, or the head is not one we read (`message`).
-    pub(crate) async fn post(&self, headers: HeaderMap, body: Bytes) -> Result<Http1Response, CallError> {
+    pub(crate) async fn post<'h>(
+        &self,
+        headers: impl IntoIterator<Item = (&'h HeaderName, &'h HeaderValue)>,
+        body: Bytes,
+    ) -> Result<Http1Response, CallError> {
         let (mut connection, kept) = match self.kept() {
             Some(connection) => (connection, true),
             // Boxed: opening (resolving, connecting) would make every
             // request's future larger, which each layer of a call moves.
             None => (Box::pin(self.open()).await?, false),
         };
-        message::write_request(&mut connection.write, &self.target, &self.host, &headers, &body);
+        message::write_request(&mut connection.write, &self.target, &self.host, headers, &body);
         match connection.send().await {
             Ok(()) => {}
             // Nothing of it left: the upstream closed the kept connection

@@ -40,7 +40,8 @@ impl McpClient {
             Outgoing::new(Some(json!(self.id())), request::LISTEN, Some(WithMeta { params: &params, meta: &meta }))?;
         let opening = async {
             let headers = self.headers(&era, request::LISTEN, None, None).await?;
-            let sent = self.http.post(self.spec.url.clone()).headers(headers).body(listen.text.clone()).send();
+            let sent =
+                self.http.post(self.spec.url.clone()).headers(headers.into_map()).body(listen.text.clone()).send();
             sent.await.map_err(|e| CallError::Transport(switchyard_core::error::chain(&e)))
         };
         let response = tokio::time::timeout(self.spec.timeout, opening)

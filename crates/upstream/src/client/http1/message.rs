@@ -22,7 +22,7 @@
 
 use bytes::{Buf as _, Bytes, BytesMut};
 use http::StatusCode;
-use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderMap, HeaderValue, TRANSFER_ENCODING};
+use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderName, HeaderValue, TRANSFER_ENCODING};
 use switchyard_protocol::headers::SESSION_ID;
 
 /// What an answer's head (its status line and headers) may take.
@@ -35,7 +35,13 @@ const MAX_SIZE_LINE: usize = 4 * 1024;
 /// Writes into `out` a POST of `body` to `target` at `host`, with
 /// `headers`. Those that frame the message or name the host are ours, and
 /// one of the same name in `headers` is left out.
-pub(super) fn write_request(out: &mut Vec<u8>, target: &str, host: &HeaderValue, headers: &HeaderMap, body: &[u8]) {
+pub(super) fn write_request<'h>(
+    out: &mut Vec<u8>,
+    target: &str,
+    host: &HeaderValue,
+    headers: impl IntoIterator<Item = (&'h HeaderName, &'h HeaderValue)>,
+    body: &[u8],
+) {
     out.clear();
     out.extend_from_slice(b"POST ");
     out.extend_from_slice(target.as_bytes());

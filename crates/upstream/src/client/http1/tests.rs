@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use http::header::HOST;
+use http::header::{HOST, HeaderMap};
 use http_body_util::{Either, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
@@ -71,7 +71,7 @@ fn chunked(parts: &'static [&'static str]) -> http::Response<Either<Full<Bytes>,
 
 /// One POST, its answer read to its end (or not), as `wire` reads it.
 async fn call(http1: &Http1, read: bool) -> Vec<u8> {
-    let response = http1.post(HeaderMap::new(), Bytes::from_static(b"{}")).await.expect("answered");
+    let response = http1.post(&HeaderMap::new(), Bytes::from_static(b"{}")).await.expect("answered");
     assert_eq!(response.status, StatusCode::OK);
     if !read {
         return Vec::new();
@@ -103,7 +103,7 @@ async fn an_empty_answer_left_unread_keeps_its_connection() {
     })
     .await;
     for _ in 0..3 {
-        let answered = http1.post(HeaderMap::new(), Bytes::new()).await.unwrap();
+        let answered = http1.post(&HeaderMap::new(), Bytes::new()).await.unwrap();
         assert_eq!(answered.status, StatusCode::ACCEPTED);
         drop(answered);
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -123,7 +123,8 @@ async fn calls_one_after_another_share_one_connection() {
 #[tokio::test]
 async fn calls_at_the_same_time_each_take_a_connection_then_reuse_them() {
     let (http1, accepted) = upstream("answer", false).await;
-    let leases: Vec<_> = futures::future::join_all((0..3).map(|_| http1.post(HeaderMap::new(), Bytes::new()))).await;
+    let none = HeaderMap::new();
+    let leases: Vec<_> = futures::future::join_all((0..3).map(|_| http1.post(&none, Bytes::new()))).await;
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
     for response in leases.into_iter().map(Result::unwrap) {
         let _ = Response::Http1(response).chunks().collect::<Vec<_>>().await;
@@ -148,7 +149,7 @@ async fn an_answer_left_unfinished_closes_its_connection() {
     call(&http1, false).await;
     tokio::time::sleep(DRAIN_WITHIN + Duration::from_millis(200)).await;
     assert!(http1.idle.lock().unwrap().is_empty(), "kept");
-    let _still_open = http1.post(HeaderMap::new(), Bytes::new()).await.unwrap();
+    let _still_open = http1.post(&HeaderMap::new(), Bytes::new()).await.unwrap();
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
 
@@ -167,7 +168,7 @@ async fn an_endless_answer_left_unread_is_read_no_further_than_its_bound() {
         while tcp.write_all(chunks.as_bytes()).await.is_ok() {}
     });
     let http1 = on_loopback(&format!("http://{address}/mcp"));
-    let response = http1.post(HeaderMap::new(), Bytes::new()).await.unwrap();
+    let response = http1.post(&HeaderMap::new(), Bytes::new()).await.unwrap();
     drop(response);
     // The upstream's writes fail once the connection is closed.
     tokio::time::timeout(DRAIN_WITHIN * 3 / 4, upstream).await.expect("still read").unwrap();
@@ -241,7 +242,7 @@ async fn an_address_the_policy_refuses_is_not_connected_to() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = reqwest::Url::parse(&format!("http://{}/mcp", listener.local_addr().unwrap())).unwrap();
     let http1 = Http1::new(&url, &OutboundPolicy::default()).unwrap();
-    let Err(CallError::Transport(why)) = http1.post(HeaderMap::new(), Bytes::new()).await else {
+    let Err(CallError::Transport(why)) = http1.post(&HeaderMap::new(), Bytes::new()).await else {
         panic!("sent to an address the policy refuses")
     };
     assert!(!why.is_empty());
@@ -332,7 +333,7 @@ async fn the_rest_of_an_answer_left_unread_is_read_and_its_connection_kept() {
     ];
     let (http1, accepted) = raw(pieces, false).await;
     for _ in 0..3 {
-        let mut response = http1.post(HeaderMap::new(), Bytes::from_static(b"{}")).await.unwrap();
+        let mut response = http1.post(&HeaderMap::new(), Bytes::from_static(b"{}")).await.unwrap();
         assert_eq!(&response.body.next().await.unwrap().unwrap()[..], b"data: {}\n\n");
         drop(response);
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -350,7 +351,7 @@ async fn an_answer_that_cannot_be_read_one_way_fails_and_closes_its_connection()
     for (answer, why) in [(endless_head, "exceeds"), (two_lengths, "two lengths")] {
         let (http1, accepted) = raw(vec![answer], false).await;
         for _ in 0..2 {
-            let Err(CallError::Transport(error)) = http1.post(HeaderMap::new(), Bytes::new()).await else {
+            let Err(CallError::Transport(error)) = http1.post(&HeaderMap::new(), Bytes::new()).await else {
                 panic!("an answer read that should not be")
             };
             assert!(error.contains(why), "{error}");
@@ -359,7 +360,7 @@ async fn an_answer_that_cannot_be_read_one_way_fails_and_closes_its_connection()
     }
     let cut_short = "HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n{}".to_owned();
     let (http1, _) = raw(vec![cut_short], true).await;
-    let mut response = http1.post(HeaderMap::new(), Bytes::new()).await.unwrap();
+    let mut response = http1.post(&HeaderMap::new(), Bytes::new()).await.unwrap();
     assert_eq!(&response.body.next().await.unwrap().unwrap()[..], b"{}");
     let Some(Err(CallError::Transport(error))) = response.body.next().await else { panic!("a body cut short ended") };
     assert!(error.contains("before the answer's end"), "{error}");

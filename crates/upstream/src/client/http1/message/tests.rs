@@ -1,3 +1,5 @@
+use http::header::HeaderMap;
+
 use super::*;
 
 /// The body `decoder` reads from `bytes` fed `step` bytes at a time, and
