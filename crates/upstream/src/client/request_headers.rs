@@ -15,6 +15,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 /// One request's headers: the base and the request's own, each of which
 /// replaces a base header of its name, as `HeaderMap::insert` would.
+#[derive(Clone)]
 pub(super) struct RequestHeaders<'a> {
     base: &'a HeaderMap,
     /// No name twice ([`RequestHeaders::insert`] replaces).
@@ -57,13 +58,10 @@ impl<'a> RequestHeaders<'a> {
         map
     }
 
-    /// [`RequestHeaders::into_map`], keeping these.
+    /// [`RequestHeaders::into_map`], keeping these (for a cancel notice,
+    /// made beside the request in a 2025-era session).
     pub(super) fn to_map(&self) -> HeaderMap {
-        let mut map = self.base.clone();
-        for (name, value) in &self.own {
-            map.insert(name.clone(), value.clone());
-        }
-        map
+        self.clone().into_map()
     }
 }
 
