@@ -30,7 +30,22 @@
 //! answer kept in the cache weighs a little more than what is kept of it),
 //! and it must still be JSON; nothing in it is kept, so no raw-value key in
 //! it is looked for.
+//!
+//! Three more are counted but not built, each one no reader tells from its
+//! absence, all built before only to be dropped again (#18):
+//! - the message's `jsonrpc`, which nothing reads (the relay rebuilds what
+//!   it passes on, and a response is told by its `id`, `result` and `error`);
+//! - the result's `resultType` when it is `"complete"`, which an absent one
+//!   means: `input::outcome` took it out of every final result, and a task's
+//!   result and the relayed task's are read from their own members;
+//! - the result's `_meta` when nothing is left in it: the upstream's own
+//!   `serverInfo` alone, or none. `input::outcome` dropped such a `_meta`
+//!   too, and for every other result an empty `_meta` says nothing.
+//!
+//! A member's key is read borrowed from the text and made a `String` only
+//! when the member is built.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
 
@@ -51,8 +66,9 @@ pub(crate) enum Unparsed {
     NotJson(serde_json::Error),
 }
 
-/// `text` as JSON (less the upstream's `serverInfo` in its result's
-/// `_meta`: module docs), with the values it holds (every value, container or not,
+/// `text` as JSON (less the members the module docs name: the message's
+/// `jsonrpc`, the upstream's `serverInfo` in its result's `_meta`, a
+/// `"complete"` `resultType` and an empty `_meta` of its result), with the values it holds (every value, container or not,
 /// and every member key, as the answer cache's `Weight::of` counts them;
 /// only a key given twice, whose first member the second replaces, is
 /// counted twice here); or [`Unparsed::Dense`] as soon as they pass
@@ -90,8 +106,8 @@ impl Counter {
     }
 }
 
-/// Where a value sits in the message, as far as finding the one member
-/// that is skipped goes (module docs).
+/// Where a value sits in the message, as far as finding the members that
+/// are counted but not built goes (module docs).
 #[derive(Clone, Copy, PartialEq)]
 enum Place {
     /// The message itself.
@@ -105,14 +121,25 @@ enum Place {
 }
 
 impl Place {
-    /// The place of this place's member `key`, or `None` for the member
-    /// counted but not built.
+    /// The place of this place's member `key`, or `None` for a member
+    /// counted but never built.
     fn of_member(self, key: &str) -> Option<Self> {
         match (self, key) {
+            (Self::Message, "jsonrpc") | (Self::ResultMeta, SERVER_INFO) => None,
             (Self::Message, "result") => Some(Self::Result),
             (Self::Result, META) => Some(Self::ResultMeta),
-            (Self::ResultMeta, SERVER_INFO) => None,
             _ => Some(Self::Inside),
+        }
+    }
+
+    /// Whether the member `key`, built at this place as `value`, is left
+    /// out of its object all the same: a result's `resultType` of
+    /// `"complete"`, or its `_meta` left empty (module docs).
+    fn leaves_out(self, key: &str, value: &Value) -> bool {
+        match (self, key) {
+            (Self::Result, "resultType") => value == "complete",
+            (Self::Result, META) => value.as_object().is_some_and(Map::is_empty),
+            _ => false,
         }
     }
 }
@@ -180,7 +207,7 @@ impl<'de> Visitor<'de> for Counted<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
-        while let Some(key) = members.next_key::<String>()? {
+        while let Some(key) = members.next_key_seed(Key)? {
             if key == RAW_VALUE_TOKEN {
                 return Err(de::Error::custom("an object member named by serde_json's private raw-value token"));
             }
@@ -190,9 +217,45 @@ impl<'de> Visitor<'de> for Counted<'_> {
                 continue;
             };
             let value = members.next_value_seed(Counted(self.0, place))?;
-            object.insert(key, value);
+            if self.1.leaves_out(&key, &value) {
+                // Of a key given twice, the last member is the one that stands.
+                object.remove(&*key);
+            } else {
+                object.insert(key.into_owned(), value);
+            }
         }
         Ok(Value::Object(object))
+    }
+}
+
+/// A member's key, borrowed from the text unless it holds an escape.
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Cow<'de, str>, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object member's key")
+    }
+
+    fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Borrowed(key))
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(key.to_owned()))
+    }
+
+    fn visit_string<E>(self, key: String) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(key))
     }
 }
 
@@ -264,9 +327,11 @@ mod tests {
     #[test]
     fn a_message_parses_as_serde_json_parses_it_and_its_values_are_counted_as_the_cache_weighs_them() {
         for text in [
-            r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hé \"q\" \\ \u00e9"}],"isError":false}}"#,
+            r#"{"id":7,"result":{"content":[{"type":"text","text":"hé \"q\" \\ \u00e9"}],"isError":false}}"#,
             r#"[1,-2,3.5,1e300,18446744073709551615,-9223372036854775808,true,false,null,"x"]"#,
             r#"{"a":{"b":{"c":[{"d":0}]}},"e":"f,g:[{","h":[],"i":{}}"#,
+            // Keys with escapes, which cannot be borrowed from the text.
+            r#"{"k\"ey":{"\u00e9":1,"\n":[]},"plain":2}"#,
             "0",
             r#""just a string""#,
         ] {
@@ -277,11 +342,64 @@ mod tests {
     }
 
     #[test]
+    fn what_no_reader_tells_from_its_absence_is_counted_but_not_built() {
+        let cases = [
+            // The message's `jsonrpc`, a result's `"complete"` and an `_meta`
+            // that held only the upstream's `serverInfo`: an upstream `echo`.
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}},"resultType":"complete"}}"#,
+                json!({"id": 1, "result": {"content": []}}),
+            ),
+            (r#"{"result":{"_meta":{},"resultType":"complete"}}"#, json!({"result": {}})),
+            // Any other `resultType`, and an `_meta` with something in it, stay.
+            (
+                r#"{"result":{"resultType":"input_required","_meta":{"k":1}}}"#,
+                json!({"result": {"resultType": "input_required", "_meta": {"k": 1}}}),
+            ),
+            (r#"{"result":{"resultType":5,"_meta":7}}"#, json!({"result": {"resultType": 5, "_meta": 7}})),
+            (r#"{"result":{"resultType":"task"}}"#, json!({"result": {"resultType": "task"}})),
+            // Only there: anywhere else these members are the upstream's to send.
+            (
+                r#"{"params":{"jsonrpc":"2.0","resultType":"complete","_meta":{}}}"#,
+                json!({"params": {"jsonrpc": "2.0", "resultType": "complete", "_meta": {}}}),
+            ),
+            (
+                r#"{"result":{"jsonrpc":"2.0","task":{"resultType":"complete","_meta":{}}}}"#,
+                json!({"result": {"jsonrpc": "2.0", "task": {"resultType": "complete", "_meta": {}}}}),
+            ),
+            (
+                r#"{"error":{"code":1,"message":"m","resultType":"complete"}}"#,
+                json!({"error": {"code": 1, "message": "m", "resultType": "complete"}}),
+            ),
+        ];
+        for (text, kept) in cases {
+            let whole = serde_json::from_str::<Value>(text).unwrap();
+            let (value, values) = parse(text.as_bytes(), usize::MAX).unwrap();
+            assert_eq!(value, kept, "{text}");
+            assert_eq!(values, Weight::of(&whole, 0).values, "counted as if built: {text}");
+        }
+        // Of a key given twice the last member stands, left out or not (both
+        // are counted: the parse's doc).
+        for (text, kept) in [
+            (r#"{"result":{"resultType":"task","resultType":"complete"}}"#, json!({"result": {}})),
+            (r#"{"result":{"resultType":"complete","resultType":"task"}}"#, json!({"result": {"resultType": "task"}})),
+            (r#"{"result":{"_meta":{"k":1},"_meta":{}}}"#, json!({"result": {}})),
+        ] {
+            assert_eq!(parse(text.as_bytes(), usize::MAX).unwrap().0, kept, "{text}");
+        }
+        // What is not built is still JSON, and still counts against the bound.
+        let text = br#"{"jsonrpc":[1,2,3],"result":{}}"#;
+        let (_, values) = parse(text, usize::MAX).unwrap();
+        assert!(matches!(parse(text, values - 1), Err(Unparsed::Dense)));
+        assert!(matches!(parse(br#"{"jsonrpc":[1,],"result":{}}"#, 1_000), Err(Unparsed::NotJson(_))));
+    }
+
+    #[test]
     fn the_upstream_s_server_info_is_counted_but_not_built() {
         let text = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up","version":"1","icons":[{"src":"a"}]},"k":"v"}}}"#;
         let whole = serde_json::from_str::<Value>(text).unwrap();
         let (value, values) = parse(text.as_bytes(), usize::MAX).unwrap();
-        assert_eq!(value, json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "_meta": {"k": "v"}}}));
+        assert_eq!(value, json!({"id": 1, "result": {"content": [], "_meta": {"k": "v"}}}));
         assert_eq!(values, Weight::of(&whole, 0).values, "counted as if built");
         // Counted against the bound too, and read as JSON.
         assert!(matches!(parse(text.as_bytes(), values - 1), Err(Unparsed::Dense)));
