@@ -31,10 +31,12 @@
 //! and it must still be JSON; nothing in it is kept, so no raw-value key in
 //! it is looked for.
 //!
-//! Three more are counted but not built, each one no reader tells from its
+//! Three more members are not kept, each one no reader tells from its
 //! absence, all built before only to be dropped again (#18):
-//! - the message's `jsonrpc`, which nothing reads (the relay rebuilds what
-//!   it passes on, and a response is told by its `id`, `result` and `error`);
+//! - the message's `jsonrpc`, counted and read as JSON but not built, as
+//!   `serverInfo` is (so no raw-value key in it is looked for either): nothing
+//!   reads it (the relay rebuilds what it passes on, and a response is told
+//!   by its `id`, `result` and `error`);
 //! - the result's `resultType` when it is `"complete"`, which an absent one
 //!   means: `input::outcome` took it out of every final result, and a task's
 //!   result and the relayed task's are read from their own members;
@@ -42,8 +44,11 @@
 //!   `serverInfo` alone, or none. `input::outcome` dropped such a `_meta`
 //!   too, and for every other result an empty `_meta` says nothing.
 //!
-//! A member's key is read borrowed from the text and made a `String` only
-//! when the member is built.
+//! The last two are built, as their values decide, and left out of their
+//! object: what is saved is their key's `String`, the insert, and the
+//! removal `outcome` made. A member's key is read borrowed from the text
+//! (unless it holds an escape) and made a `String` only when the member is
+//! kept.
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -67,8 +72,9 @@ pub(crate) enum Unparsed {
 }
 
 /// `text` as JSON (less the members the module docs name: the message's
-/// `jsonrpc`, the upstream's `serverInfo` in its result's `_meta`, a
-/// `"complete"` `resultType` and an empty `_meta` of its result), with the values it holds (every value, container or not,
+/// `jsonrpc`, the upstream's `serverInfo` in its result's `_meta`, and its
+/// result's `"complete"` `resultType` and empty `_meta`), with the values it
+/// holds (every value, container or not,
 /// and every member key, as the answer cache's `Weight::of` counts them;
 /// only a key given twice, whose first member the second replaces, is
 /// counted twice here); or [`Unparsed::Dense`] as soon as they pass
@@ -213,6 +219,8 @@ impl<'de> Visitor<'de> for Counted<'_> {
             }
             self.0.one()?;
             let Some(place) = self.1.of_member(&key) else {
+                // Never built at this place, so no earlier member of the
+                // key is in `object` to be replaced.
                 members.next_value_seed(Skipped(self.0))?;
                 continue;
             };
@@ -371,6 +379,12 @@ mod tests {
                 r#"{"error":{"code":1,"message":"m","resultType":"complete"}}"#,
                 json!({"error": {"code": 1, "message": "m", "resultType": "complete"}}),
             ),
+            (
+                r#"{"resultType":"complete","_meta":{},"result":{}}"#,
+                json!({"resultType": "complete", "_meta": {}, "result": {}}),
+            ),
+            // Names written with escapes are the same names.
+            (r#"{"json\u0072pc":1,"result":{"result\u0054ype":"complete","_met\u0061":{}}}"#, json!({"result": {}})),
         ];
         for (text, kept) in cases {
             let whole = serde_json::from_str::<Value>(text).unwrap();
@@ -378,14 +392,23 @@ mod tests {
             assert_eq!(value, kept, "{text}");
             assert_eq!(values, Weight::of(&whole, 0).values, "counted as if built: {text}");
         }
-        // Of a key given twice the last member stands, left out or not (both
-        // are counted: the parse's doc).
+        // Of a key given twice the last member stands, left out or not; both
+        // are counted (the parse's doc): one key and one value more than
+        // serde_json's map of the last keeps.
         for (text, kept) in [
             (r#"{"result":{"resultType":"task","resultType":"complete"}}"#, json!({"result": {}})),
             (r#"{"result":{"resultType":"complete","resultType":"task"}}"#, json!({"result": {"resultType": "task"}})),
             (r#"{"result":{"_meta":{"k":1},"_meta":{}}}"#, json!({"result": {}})),
+            (
+                r#"{"result":{"_meta":{"k":1},"_meta":{"io.modelcontextprotocol/serverInfo":{}}}}"#,
+                json!({"result": {}}),
+            ),
+            (r#"{"result":{"_meta":{},"_meta":{"k":1}}}"#, json!({"result": {"_meta": {"k": 1}}})),
         ] {
-            assert_eq!(parse(text.as_bytes(), usize::MAX).unwrap().0, kept, "{text}");
+            let (value, values) = parse(text.as_bytes(), usize::MAX).unwrap();
+            assert_eq!(value, kept, "{text}");
+            let last = serde_json::from_str::<Value>(text).unwrap();
+            assert!(values > Weight::of(&last, 0).values, "both members counted: {text}");
         }
         // What is not built is still JSON, and still counts against the bound.
         let text = br#"{"jsonrpc":[1,2,3],"result":{}}"#;
@@ -440,6 +463,9 @@ mod tests {
         assert!(matches!(parse(smuggled.as_bytes(), 10_000), Err(Unparsed::NotJson(_))));
         let nested = r#"{"result":{"content":[{"$serde_json::private::RawValue":"0"}]}}"#;
         assert!(matches!(parse(nested.as_bytes(), 10_000), Err(Unparsed::NotJson(_))));
+        // Written with an escape, which serde_json's own parse reads as the token too.
+        let escaped = r#"{"$serde_json::private::RawValu\u0065":"0"}"#;
+        assert!(matches!(parse(escaped.as_bytes(), 10_000), Err(Unparsed::NotJson(_))));
     }
 
     #[test]

@@ -56,9 +56,10 @@ pub(crate) fn outcome(mut result: Value) -> PluginResult<Outcome> {
 /// only its `serverInfo`, that was 2,800 of the 97,400 instructions a call
 /// cost the front (#18, `loadtest/callgrind-tools-call.sh` with
 /// `UPSTREAM=http1`). The answer's parse leaves `serverInfo` out already,
-/// and a `"complete"` `resultType` and an `_meta` left empty (`counted`); a
-/// parked call's turn from a replica of an earlier version, during a
-/// rollout, may still carry them.
+/// and an `_meta` left empty (`counted`, which also leaves out the
+/// `"complete"` `resultType` that `outcome` removes); a parked call's turn
+/// from a replica of an earlier version, during a rollout, may still carry
+/// them.
 fn without_server_info(result: &mut Map<String, Value>) {
     let Some(Value::Object(meta)) = result.get_mut(META) else { return };
     meta.remove(SERVER_INFO);
