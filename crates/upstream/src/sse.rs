@@ -109,7 +109,7 @@ fn parse_event(event: &[u8], max_values: usize) -> Result<Option<Message>, SseEr
     if data.is_empty() {
         return Ok(None);
     }
-    match counted::parse(data.as_bytes(), max_values) {
+    match counted::parse_text(&data, max_values) {
         Ok((value, values)) => Ok(Some(Message { value, values })),
         Err(Unparsed::Dense) => Err(SseError::EventTooDense(max_values)),
         Err(Unparsed::NotJson(_)) => Ok(None),
