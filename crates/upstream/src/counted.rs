@@ -100,6 +100,7 @@ pub(crate) fn parse_text(text: &str, max_values: usize) -> Result<(Value, usize)
     parse_from(serde_json::Deserializer::from_str(text), max_values)
 }
 
+/// The counted parse itself, from whichever reader `reader` reads.
 fn parse_from<'de, R: serde_json::de::Read<'de>>(
     mut reader: serde_json::Deserializer<R>,
     max_values: usize,

@@ -71,18 +71,20 @@ mod tests {
 
     use super::*;
 
-    fn written(headers: &RequestHeaders<'_>) -> Vec<(String, String)> {
+    /// The headers as sorted text pairs, whichever form holds them.
+    fn pairs<'h>(headers: impl IntoIterator<Item = (&'h HeaderName, &'h HeaderValue)>) -> Vec<(String, String)> {
         let mut pairs: Vec<_> =
-            headers.iter().map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned())).collect();
+            headers.into_iter().map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned())).collect();
         pairs.sort();
         pairs
     }
 
+    fn written(headers: &RequestHeaders<'_>) -> Vec<(String, String)> {
+        pairs(headers.iter())
+    }
+
     fn as_map(map: &HeaderMap) -> Vec<(String, String)> {
-        let mut pairs: Vec<_> =
-            map.iter().map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned())).collect();
-        pairs.sort();
-        pairs
+        pairs(map)
     }
 
     #[test]
