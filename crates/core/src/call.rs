@@ -10,7 +10,7 @@ use switchyard_bus::marks::Marks;
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::method::input;
 use switchyard_protocol::version::Era;
-use switchyard_protocol::{ErrorObject, Method, Params};
+use switchyard_protocol::{ErrorObject, Method, Params, Produced};
 use switchyard_telemetry::ToolOutcome;
 
 use crate::caching::{CachePolicy, CacheScope};
@@ -66,7 +66,11 @@ impl Call<'_> {
         }
     }
 
-    pub(crate) async fn call_tool(&self, name: &str, arguments: Option<&Map<String, Value>>) -> Result<Value, Error> {
+    pub(crate) async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<Produced, Error> {
         let tool = self.snapshot.tool(name).ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
         self.deps.config.policy.authorize(&self.request.caller, tool)?;
         // The schema validator reads a `Value`; the plugin is handed this one's map.
@@ -82,7 +86,7 @@ impl Call<'_> {
                 return Err(ErrorObject::missing_capability(ClientCapability::Tasks.as_required()).into());
             }
             (TaskSupport::Optional | TaskSupport::Required, Some(tasks)) if declared_tasks => {
-                let result = self.call_tool_as_task(tool, tasks, validated).await;
+                let result = self.call_tool_as_task(tool, tasks, validated).await.map(Produced::from);
                 tool.calls.record(tool_outcome(&result));
                 return result;
             }
@@ -106,7 +110,7 @@ impl Call<'_> {
     pub(crate) async fn read_resource(&self, uri: &str) -> Result<Answer, Error> {
         let owner = self.snapshot.serving(uri).ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))?;
         let gated = self.deps.config.policy.authorize(&self.request.caller, owner)?;
-        let result = self.run(&owner.plugin, uri, |plugin, cx| plugin.read_resource(uri, cx)).await?;
+        let result = self.run(&owner.plugin, uri, |plugin, cx| plugin.read_resource(uri, cx)).await?.into_value();
         if result.get("resultType").is_some_and(|t| t != "complete") {
             return Ok(result.into());
         }
@@ -132,6 +136,7 @@ impl Call<'_> {
         // Copied for each round that asks the plugin, as before: not once more up front.
         self.run(&prompt.plugin, name, |plugin, cx| plugin.get_prompt(name, arguments.cloned().unwrap_or_default(), cx))
             .await
+            .map(Produced::into_value)
     }
 
     pub(crate) async fn complete(
@@ -175,7 +180,7 @@ impl Call<'_> {
     /// For a legacy client, which cannot retry with answers, the input
     /// requests go out on the response stream instead and the plugin is
     /// called again with the answers, up to [`MAX_LEGACY_ROUNDS`] times.
-    async fn run<'p, F>(&self, plugin: &'p Arc<dyn Plugin>, target: &str, mut call: F) -> Result<Value, Error>
+    async fn run<'p, F>(&self, plugin: &'p Arc<dyn Plugin>, target: &str, mut call: F) -> Result<Produced, Error>
     where
         F: FnMut(&'p dyn Plugin, CallContext) -> BoxFuture<'p, PluginResult<Outcome>>,
     {
@@ -214,12 +219,15 @@ impl Call<'_> {
             }
             .map_err(plugin_error)?;
             let (requests, state) = match outcome {
-                Outcome::Complete(result) => return Ok(result),
+                Outcome::Complete(result) => return Ok(result.into()),
+                Outcome::CompleteText(text) => return Ok(text.into()),
                 Outcome::InputRequired { requests, state } => (requests, state),
-                Outcome::Task(fields) => return self.relayed_task_created(plugin.as_ref(), target, fields),
+                Outcome::Task(fields) => {
+                    return self.relayed_task_created(plugin.as_ref(), target, fields).map(Produced::from);
+                }
             };
             if request.era == Era::Modern {
-                return self.ask_modern_client(plugin.id(), requests, state, binding);
+                return self.ask_modern_client(plugin.id(), requests, state, binding).map(Produced::from);
             }
             let principal = request.caller.principal.as_deref();
             // Boxed: a legacy client's round of questions is rare, and its
@@ -243,6 +251,7 @@ impl Call<'_> {
             client_capabilities: Arc::clone(&self.capabilities),
             asks_on_stream: self.request.era != Era::Modern,
             accepts_task: self.accepts_task(),
+            takes_text: self.request.method == Method::CallTool,
             deadline: deadline.into_std(),
             // The request's own token: a timeout ends the whole request.
             cancel: self.cancel.clone(),
@@ -316,16 +325,13 @@ impl Call<'_> {
     }
 }
 
-/// Checks a tool's complete result: an object with `content`, and
-/// `structuredContent` matching the `outputSchema` unless it reports an error.
-/// An `input_required` result passes as it is.
 /// How a tool call ended, for `switchyard.tool.calls`.
-fn tool_outcome(result: &Result<Value, Error>) -> ToolOutcome {
+fn tool_outcome(result: &Result<Produced, Error>) -> ToolOutcome {
     match result {
-        Ok(result) => match result.get("resultType").and_then(Value::as_str) {
+        Ok(result) => match result.result_type() {
             Some("task") => ToolOutcome::Task,
             Some("input_required") => ToolOutcome::InputRequired,
-            _ if result.get("isError").and_then(Value::as_bool) == Some(true) => ToolOutcome::ToolError,
+            _ if result.is_error() => ToolOutcome::ToolError,
             _ => ToolOutcome::Ok,
         },
         Err(Error::Timeout { .. }) => ToolOutcome::Timeout,
@@ -334,7 +340,31 @@ fn tool_outcome(result: &Result<Value, Error>) -> ToolOutcome {
     }
 }
 
-pub(crate) fn check_tool_result(tool: &ToolEntry, result: Value) -> Result<Value, Error> {
+/// Checks a tool's complete result: an object with `content`, and
+/// `structuredContent` matching the `outputSchema` unless it reports an error.
+/// An `input_required` result passes as it is.
+pub(crate) fn check_tool_result(tool: &ToolEntry, result: Produced) -> Result<Produced, Error> {
+    let text = match result {
+        Produced::Value(value) => return check_tool_value(tool, value).map(Produced::Value),
+        Produced::ToolText(text) => text,
+    };
+    // Text has a `content` array and no `resultType` (`result_text`).
+    if let (Some(schema), false) = (&tool.output_schema, text.is_error()) {
+        let Ok(structured) = text.structured_content() else {
+            // A key given twice in it: checked, and sent, as a value.
+            return check_tool_value(tool, text.into_value()).map(Produced::Value);
+        };
+        let structured = structured.ok_or_else(|| Error::InvalidOutput {
+            tool: tool.name.clone(),
+            problems: vec!["structuredContent is missing".into()],
+        })?;
+        schema.validate(&structured).map_err(|problems| Error::InvalidOutput { tool: tool.name.clone(), problems })?;
+    }
+    Ok(Produced::ToolText(text))
+}
+
+/// [`check_tool_result`] of a result built as a value.
+pub(crate) fn check_tool_value(tool: &ToolEntry, result: Value) -> Result<Value, Error> {
     let name = &tool.name;
     let Value::Object(map) = &result else {
         return Err(Error::InvalidOutput { tool: name.clone(), problems: vec!["result is not an object".into()] });

@@ -16,6 +16,7 @@ use serde_json::{Map, Value, json};
 use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::logging::LoggingLevel;
 use switchyard_protocol::method::notification;
+use switchyard_protocol::result_text::ToolResultText;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +31,10 @@ pub enum Outcome {
     /// The final result object (`CallToolResult`, `ReadResourceResult` or
     /// `GetPromptResult`), without `resultType`: the server adds it.
     Complete(Value),
+    /// A final `tools/call` result kept as the text its plugin wrote
+    /// ([`ToolResultText`]), which goes to the client as it is: only for a
+    /// call whose context [takes text](CallContext::takes_result_text).
+    CompleteText(ToolResultText),
     /// The call needs the client's input first (MRTR).
     InputRequired {
         /// Server-chosen keys to `{method, params}` input requests.
@@ -226,6 +231,8 @@ pub struct CallContext {
     pub(crate) asks_on_stream: bool,
     /// The request may be answered with a task (see [`Outcome::Task`]).
     pub(crate) accepts_task: bool,
+    /// A final result may come back as its text ([`Outcome::CompleteText`]).
+    pub(crate) takes_text: bool,
     pub(crate) deadline: Instant,
     pub(crate) cancel: Cancellation,
     pub(crate) input: Option<InputRound>,
@@ -241,12 +248,22 @@ impl CallContext {
             client_capabilities: Arc::new(Map::new()),
             asks_on_stream: false,
             accepts_task: false,
+            takes_text: false,
             deadline,
             cancel: Cancellation::default(),
             input: None,
             notifier: Notifier::default(),
             changes: None,
         }
+    }
+
+    /// This context, taking a final result as text, as a `tools/call`'s
+    /// does ([`CallContext::takes_result_text`]): for calling a plugin as
+    /// a request would, outside one.
+    #[must_use]
+    pub fn taking_result_text(mut self) -> Self {
+        self.takes_text = true;
+        self
     }
 
     /// The caller.
@@ -292,6 +309,15 @@ impl CallContext {
     /// it. A server this call relays to is told the extension only then.
     pub fn accepts_task(&self) -> bool {
         self.accepts_task
+    }
+
+    /// Whether a final result may come back as the text its plugin wrote
+    /// ([`Outcome::CompleteText`]): a `tools/call` answered at once, whose
+    /// result goes to its client as it is. A task's call does not: its
+    /// result is kept as a `Value`, which the plugin builds under its own
+    /// bounds.
+    pub fn takes_result_text(&self) -> bool {
+        self.takes_text
     }
 
     /// The client's answers and the opened state, on a multi-round retry.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use switchyard_protocol::version::Era;
-use switchyard_protocol::{ErrorObject, Finished, Malformed, Method, Params, RequestId, RequestMeta};
+use switchyard_protocol::{ErrorObject, Finished, Malformed, Method, Params, Produced, RequestId, RequestMeta};
 
 use crate::caching::CachePolicy;
 use crate::catalog::{HeaderParam, Snapshot};
@@ -144,19 +144,25 @@ impl std::fmt::Debug for Execution {
 /// A result before its era's finishing touches, with its caching when it
 /// has any: the policy whose `ttlMs` and `cacheScope` it carries.
 pub(crate) struct Answer {
-    pub(crate) result: Value,
+    pub(crate) result: Produced,
     pub(crate) cache: Option<CachePolicy>,
 }
 
 impl Answer {
     /// `result` carrying `policy`.
     pub(crate) fn cached(result: Value, policy: CachePolicy) -> Self {
-        Self { result: policy.applied(result), cache: Some(policy) }
+        Self { result: policy.applied(result).into(), cache: Some(policy) }
     }
 }
 
 impl From<Value> for Answer {
     fn from(result: Value) -> Self {
+        Self { result: result.into(), cache: None }
+    }
+}
+
+impl From<Produced> for Answer {
+    fn from(result: Produced) -> Self {
         Self { result, cache: None }
     }
 }

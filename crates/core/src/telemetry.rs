@@ -107,7 +107,7 @@ pub(crate) fn finish_span(span: &tracing::Span, execution: &Execution) {
             span.record("rpc.response.status_code", error.code.to_string());
             span.record("otel.status_code", "ERROR");
         }
-        Execution::Result { result, .. } if result.get("isError").and_then(Value::as_bool) == Some(true) => {
+        Execution::Result { result, .. } if result.is_error() => {
             span.record("error.type", "tool_error");
             span.record("otel.status_code", "ERROR");
         }

@@ -14,6 +14,56 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::meta::{META, SERVER_INFO};
+use crate::result_text::ToolResultText;
+
+/// What a method produced: a result object as a `Value`, or a tool's
+/// result kept as the text its plugin wrote ([`ToolResultText`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Produced {
+    /// A result built as a value.
+    Value(Value),
+    /// A tool's complete result, passed on as its text.
+    ToolText(ToolResultText),
+}
+
+impl Produced {
+    /// Whether the result is a tool's reporting an error (`isError: true`).
+    pub fn is_error(&self) -> bool {
+        match self {
+            Self::Value(value) => value.get("isError").and_then(Value::as_bool) == Some(true),
+            Self::ToolText(text) => text.is_error(),
+        }
+    }
+
+    /// The result's `resultType`, if it names one (a result kept as text
+    /// is complete and names none).
+    pub fn result_type(&self) -> Option<&str> {
+        match self {
+            Self::Value(value) => value.get("resultType").and_then(Value::as_str),
+            Self::ToolText(_) => None,
+        }
+    }
+
+    /// The result as a `Value`.
+    pub fn into_value(self) -> Value {
+        match self {
+            Self::Value(value) => value,
+            Self::ToolText(text) => text.into_value(),
+        }
+    }
+}
+
+impl From<Value> for Produced {
+    fn from(value: Value) -> Self {
+        Self::Value(value)
+    }
+}
+
+impl From<ToolResultText> for Produced {
+    fn from(text: ToolResultText) -> Self {
+        Self::ToolText(text)
+    }
+}
 
 /// The members the server adds to a modern result that lacks them:
 /// `resultType: "complete"` and `_meta` carrying `serverInfo`.
@@ -56,40 +106,45 @@ impl ServerStamp {
 /// in it or still to be appended when it is written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
-    object: Value,
-    /// Set when `object` is a map that has neither `resultType` nor `_meta`:
-    /// the stamp's members then go at its end as text.
+    object: Produced,
+    /// Set when `object` has neither `resultType` nor `_meta` (a map
+    /// without them, or a result kept as text): the stamp's members then go
+    /// at its end as text.
     stamp: Option<Arc<ServerStamp>>,
 }
 
 impl Finished {
     /// `object` as it is (a legacy result, or one already complete).
-    pub fn plain(object: Value) -> Self {
-        Self { object, stamp: None }
+    pub fn plain(object: impl Into<Produced>) -> Self {
+        Self { object: object.into(), stamp: None }
     }
 
     /// `object` with `stamp`'s members. Only an object that has neither
     /// member defers them to serialisation; any other gets them in its map
     /// now, as the rules in [`ServerStamp`] say, so both give the same JSON
     /// (up to the order of members).
-    pub fn stamped(mut object: Value, stamp: &Arc<ServerStamp>) -> Self {
+    pub fn stamped(object: impl Into<Produced>, stamp: &Arc<ServerStamp>) -> Self {
+        let mut object = match object.into() {
+            Produced::Value(object) => object,
+            // Text holds neither member.
+            text @ Produced::ToolText(_) => return Self { object: text, stamp: Some(Arc::clone(stamp)) },
+        };
         let Value::Object(map) = &mut object else { return Self::plain(object) };
         if map.contains_key("resultType") || map.contains_key(META) {
             ServerStamp::apply(stamp.server_info(), map);
             return Self::plain(object);
         }
-        Self { object, stamp: Some(Arc::clone(stamp)) }
+        Self { object: Produced::Value(object), stamp: Some(Arc::clone(stamp)) }
     }
 
-    /// A member of the object as the method produced it; the stamp's
-    /// members are not among them.
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        self.object.get(key)
+    /// Whether the result is a tool's reporting an error (`isError: true`).
+    pub fn is_error(&self) -> bool {
+        self.object.is_error()
     }
 
     /// The whole result as one value, the stamp's members included.
     pub fn into_value(self) -> Value {
-        let mut object = self.object;
+        let mut object = self.object.into_value();
         if let (Some(stamp), Value::Object(map)) = (&self.stamp, &mut object) {
             ServerStamp::apply(stamp.server_info(), map);
         }
@@ -99,7 +154,10 @@ impl Finished {
     /// Appends the result's JSON to `out`.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         let start = out.len();
-        write_value(&self.object, out);
+        match &self.object {
+            Produced::Value(value) => write_value(value, out),
+            Produced::ToolText(text) => out.extend_from_slice(text.as_str().as_bytes()),
+        }
         if let Some(stamp) = &self.stamp {
             // The object's text ends with its closing brace: the stamp's
             // members go before it, after a comma unless the object is `{}`.
@@ -118,8 +176,14 @@ impl Finished {
         match (&self.stamp, &self.object) {
             // The object has neither of the stamp's members: the two maps
             // are written as one, without copying the result.
-            (Some(stamp), Value::Object(map)) => crate::canonical::write_members(map.iter().chain(&stamp.members), out),
-            _ => crate::canonical::write(&self.object, out),
+            (Some(stamp), Produced::Value(Value::Object(map))) => {
+                crate::canonical::write_members(map.iter().chain(&stamp.members), out);
+            }
+            (None, Produced::Value(value)) => crate::canonical::write(value, out),
+            // Text is read as a value for this (a tool's result has no ETag).
+            (_, Produced::ToolText(_)) | (Some(_), Produced::Value(_)) => {
+                crate::canonical::write(&self.clone().into_value(), out);
+            }
         }
     }
 }
@@ -169,7 +233,27 @@ mod tests {
         }
         let deferred = Finished::stamped(json!({"isError": true}), &stamp());
         assert!(deferred.stamp.is_some(), "an ordinary result defers the stamp");
-        assert_eq!(deferred.get("isError"), Some(&json!(true)));
+        assert!(deferred.is_error());
+    }
+
+    #[test]
+    fn a_result_kept_as_text_is_written_as_its_value_would_be() {
+        let texts = [r#"{"content":[{"type":"text","text":"hi"}],"isError":true}"#, r#"{"content":[]}"#];
+        for text in texts {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let kept = || ToolResultText::read(text).unwrap();
+            let (as_text, as_value) = (Finished::stamped(kept(), &stamp()), Finished::stamped(value.clone(), &stamp()));
+            assert_eq!(written(&as_text), written(&as_value), "{text}");
+            assert_eq!(as_text.is_error(), as_value.is_error());
+            assert_eq!(as_text.clone().into_value(), as_value.clone().into_value());
+            let canonical = |result: &Finished| {
+                let mut out = Vec::new();
+                result.write_canonical(&mut out);
+                out
+            };
+            assert_eq!(canonical(&as_text), canonical(&as_value));
+            assert_eq!(written(&Finished::plain(kept())), value, "a legacy result: the text alone");
+        }
     }
 
     #[test]

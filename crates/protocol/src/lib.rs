@@ -17,6 +17,7 @@
 //! - [`capabilities`]: questions asked of a `ClientCapabilities` object.
 //! - [`logging`]: the `LoggingLevel` scale.
 //! - [`canonical`]: a canonical JSON serialisation for digests.
+//! - [`finished`]: a result on its way out, and [`result_text`]: a tool's result kept as its text.
 
 pub mod call;
 pub mod canonical;
@@ -30,14 +31,16 @@ pub mod meta;
 pub mod method;
 pub mod params;
 pub mod plugin_kind;
+pub mod result_text;
 pub mod version;
 
 pub use call::ModernCall;
 pub use error::ErrorObject;
-pub use finished::{Finished, ServerStamp};
+pub use finished::{Finished, Produced, ServerStamp};
 pub use jsonrpc::{Incoming, RequestId};
 pub use meta::RequestMeta;
 pub use method::Method;
 pub use params::{Malformed, Params, ParamsError};
 pub use plugin_kind::PluginKind;
+pub use result_text::ToolResultText;
 pub use version::ProtocolVersion;

@@ -10,7 +10,8 @@ use switchyard_core::CallContext;
 use switchyard_protocol::capabilities::{self, ClientCapability};
 use switchyard_protocol::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 use switchyard_protocol::method::{notification, request};
-use switchyard_protocol::{meta, version};
+use switchyard_protocol::result_text::ToolResultText;
+use switchyard_protocol::{Produced, meta, version};
 use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
@@ -125,6 +126,9 @@ enum Era {
 /// and the bytes it took on the wire.
 struct Answer {
     message: Value,
+    /// The message's `result`, kept as text (`counted::parse_keeping_text`):
+    /// the message then has none.
+    result_text: Option<ToolResultText>,
     session: Option<String>,
     weight: Weight,
 }
@@ -329,7 +333,8 @@ impl McpClient {
         extra: &[(String, String)],
         cx: &CallContext,
     ) -> Result<(Value, Weight), CallError> {
-        self.bounded(method, params, name, extra, Some(cx.deadline()), Some(&Relay::to(cx))).await
+        let answer = self.bounded(method, params, name, extra, Some(cx.deadline()), Some(&Relay::to(cx))).await;
+        answer.map(|(result, weight)| (result.into_value(), weight))
     }
 
     /// [`McpClient::request`], also returning what the answer took.
@@ -344,7 +349,8 @@ impl McpClient {
         extra: &[(String, String)],
         deadline: Option<Instant>,
     ) -> Result<(Value, Weight), CallError> {
-        self.bounded(method, params, name, extra, deadline, None).await
+        let answer = self.bounded(method, params, name, extra, deadline, None).await;
+        answer.map(|(result, weight)| (result.into_value(), weight))
     }
 
     async fn request_in_era(
@@ -354,7 +360,7 @@ impl McpClient {
         name: Option<&str>,
         extra: &[(String, String)],
         relay: Option<&Relay<'_>>,
-    ) -> Result<(Value, Weight), CallError> {
+    ) -> Result<(Produced, Weight), CallError> {
         let era = self.era().await?;
         let Era::Session { session: Some(_), .. } = &era else {
             return self.send(&era, method, params, name, extra, relay).await;
@@ -390,6 +396,7 @@ impl McpClient {
         }
         let era = match self.send(&Era::Stateless, request::DISCOVER, Map::new(), None, &[], None).await {
             Ok((discovered, _)) => {
+                let discovered = discovered.into_value();
                 let extensions = &discovered["capabilities"]["extensions"];
                 let offers_tasks = extensions.get(capabilities::TASKS_EXTENSION).is_some();
                 self.offers_tasks.store(offers_tasks, Ordering::Relaxed);
@@ -429,7 +436,7 @@ impl McpClient {
         let message = Outgoing::new(Some(json!(self.id())), request::INITIALIZE, Some(&params))?;
         let fresh = Era::Session { version: LEGACY_VERSION.into(), session: None };
         let answer = self.post(&fresh, request::INITIALIZE, None, &[], &message, None).await?;
-        let (result, session) = (Self::result(answer.message)?, answer.session);
+        let (result, session) = (Self::result(answer.message, None)?.into_value(), answer.session);
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -459,7 +466,7 @@ impl McpClient {
         name: Option<&str>,
         extra: &[(String, String)],
         relay: Option<&Relay<'_>>,
-    ) -> Result<(Value, Weight), CallError> {
+    ) -> Result<(Produced, Weight), CallError> {
         let span = tracing::info_span!(
             "upstream",
             otel.name = %format_args!("{method}{}{}", if name.is_some() { " " } else { "" }, name.unwrap_or_default()),
@@ -487,10 +494,11 @@ impl McpClient {
         let message = Outgoing::new(Some(id), method, Some(WithMeta { params: &params, meta: &request_meta }))?;
         drop(params);
         let answer = self.post(era, method, name, &extra, &message, relay).instrument(span).await?;
-        Ok((Self::result(answer.message)?, answer.weight))
+        Ok((Self::result(answer.message, answer.result_text)?, answer.weight))
     }
 
-    fn result(mut response: Value) -> Result<Value, CallError> {
+    /// The result of `response` (or, kept as text, `text`), or its error.
+    fn result(mut response: Value, text: Option<ToolResultText>) -> Result<Produced, CallError> {
         if let Some(error) = response.get("error") {
             if error.get("code").and_then(Value::as_i64) == Some(MISSING_REQUIRED_CLIENT_CAPABILITY.into())
                 && let Some(needed) = ClientCapability::from_required(&error["data"]["requiredCapabilities"])
@@ -502,10 +510,13 @@ impl McpClient {
                 message: error.get("message").and_then(Value::as_str).unwrap_or("no message").to_owned(),
             });
         }
+        if let Some(text) = text {
+            return Ok(Produced::ToolText(text));
+        }
         // Moved out, not cloned: a result can be large.
         response
             .get_mut("result")
-            .map(Value::take)
+            .map(|result| Produced::Value(result.take()))
             .ok_or_else(|| CallError::Transport("a response without result or error".into()))
     }
 }

@@ -228,7 +228,7 @@ impl Parking {
             deadline = deadline.min(tokio::time::Instant::now() + left);
         }
         match client.go_on(parked.call, &parked.caller, &responses, deadline, Some(&to_retry)).await {
-            Ok(Reply::Answer(result, _)) => json!({ "result": result }),
+            Ok(Reply::Answer(result, _)) => json!({ "result": result.into_value() }),
             Ok(Reply::Asked { parked, key, request }) => {
                 json!({ "asked": { "parked": parked, "key": key, "request": request } })
             }
@@ -376,7 +376,7 @@ fn from_turn(mut turn: Value) -> Result<Reply, CallError> {
     if let Some(result) = turn.get_mut("result").map(Value::take) {
         let text = result.to_string();
         let weight = Weight::of(&result, text.len());
-        return Ok(Reply::Answer(result, weight));
+        return Ok(Reply::Answer(result.into(), weight));
     }
     let asked = &turn["asked"];
     if let (Some(parked), Some(key)) = (asked["parked"].as_str(), asked["key"].as_str()) {

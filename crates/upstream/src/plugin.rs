@@ -10,6 +10,7 @@ use switchyard_answers::{AnswerCache, Kept, PluginCache, named_target};
 use switchyard_core::catalog::{ListChanges, ListKind};
 use switchyard_core::plugin::{CompletionRef, PluginResult, TaskRequest};
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError, required_capability};
+use switchyard_protocol::Produced;
 use switchyard_protocol::method::request;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -379,7 +380,13 @@ impl Plugin for UpstreamPlugin {
                 () = cx.cancellation().cancelled() => return Err(PluginError::Tool("the call was cancelled".into())),
             };
             let (result, weight) = match reply.map_err(refused)? {
-                Reply::Answer(result, weight) => (result, weight),
+                // A result kept as text is complete, and has no `ttlMs` to keep it by.
+                Reply::Answer(Produced::ToolText(text), _) if cx.takes_result_text() => {
+                    return Ok(Outcome::CompleteText(text));
+                }
+                // A task's call: its result is kept as a value (of no more
+                // values than the bound, as the text's were counted).
+                Reply::Answer(result, weight) => (result.into_value(), weight),
                 Reply::Asked { parked, key, request } => {
                     // A client that cannot answer is told now, and the upstream's call let go.
                     let declared = cx.input_capabilities();

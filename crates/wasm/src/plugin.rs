@@ -12,6 +12,7 @@ use switchyard_answers::{Kept, PluginCache, Weight, named_target};
 use switchyard_core::plugin::PluginResult;
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError};
 use switchyard_protocol::method::request;
+use switchyard_protocol::result_text::ToolResultText;
 use tokio_util::sync::CancellationToken;
 use wasmtime::Module;
 
@@ -145,6 +146,13 @@ impl Plugin for WasmPlugin {
                 .await;
             match output {
                 Ok(bytes) => {
+                    // Passed on as the module wrote it, when it can be (#18).
+                    if cx.takes_result_text()
+                        && let Ok(text) = std::str::from_utf8(&bytes)
+                        && let Ok(kept) = ToolResultText::read(text)
+                    {
+                        return Ok(Outcome::CompleteText(kept));
+                    }
                     let result = parse_result(&bytes)?;
                     if let (Some(answers), Some(generation)) = (answers, generation)
                         && result.get("ttlMs").is_some()

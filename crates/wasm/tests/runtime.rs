@@ -78,6 +78,17 @@ async fn describes_and_calls() {
 }
 
 #[tokio::test]
+async fn a_tools_call_takes_the_result_as_the_module_wrote_it() {
+    let runtime = runtime();
+    let plugin = load(&runtime, module(&ok_body()), json!({})).await.unwrap();
+    let cx = CallContext::detached(Instant::now() + Duration::from_secs(30)).taking_result_text();
+    let Outcome::CompleteText(text) = plugin.call_tool("t", Map::new(), cx).await.unwrap() else { panic!("not text") };
+    assert_eq!(text.as_str(), RESULT);
+    let Outcome::Complete(value) = call(&plugin).await.unwrap() else { panic!("not complete") };
+    assert_eq!(text.into_value(), value, "the same result either way");
+}
+
+#[tokio::test]
 async fn an_endless_loop_times_out_and_others_keep_running() {
     let runtime = runtime();
     let spinning =

@@ -15,7 +15,9 @@ use switchyard_protocol::capabilities::ClientCapability;
 use switchyard_protocol::meta::META;
 use switchyard_protocol::params::Retry;
 use switchyard_protocol::version::{self, Era};
-use switchyard_protocol::{ErrorObject, Finished, Method, ModernCall, Params, RequestId, RequestMeta, ServerStamp};
+use switchyard_protocol::{
+    ErrorObject, Finished, Method, ModernCall, Params, Produced, RequestId, RequestMeta, ServerStamp,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -540,13 +542,15 @@ impl Server {
     }
 
     /// Adds `resultType` and `serverInfo` (modern), or strips modern members (legacy).
-    fn finish(&self, mut result: Value, era: Era) -> Finished {
-        match era {
-            Era::Modern => Finished::stamped(result, &self.stamp),
-            Era::Legacy => {
+    fn finish(&self, result: impl Into<Produced>, era: Era) -> Finished {
+        match (era, result.into()) {
+            (Era::Modern, result) => Finished::stamped(result, &self.stamp),
+            (Era::Legacy, Produced::Value(mut result)) => {
                 legacy::shape_result(&mut result);
                 Finished::plain(result)
             }
+            // Text has none of the modern members.
+            (Era::Legacy, text @ Produced::ToolText(_)) => Finished::plain(text),
         }
     }
 

@@ -28,7 +28,7 @@ use serde_json::{Map, Value, json};
 use switchyard_protocol::{ErrorObject, Method, Params};
 
 use super::TaskStatus;
-use crate::call::{Call, check_tool_result, required_capability, undeclared_need};
+use crate::call::{Call, check_tool_value, required_capability, undeclared_need};
 use crate::catalog::ToolEntry;
 use crate::error::Error;
 use crate::plugin::{Plugin, PluginError, TaskRequest};
@@ -205,7 +205,7 @@ fn checked(
             for added in ["resultType", "ttlMs", "cacheScope"] {
                 result.remove(added);
             }
-            let result = check_tool_result(tool, Value::Object(result)).map_err(|error| error.to_string())?;
+            let result = check_tool_value(tool, Value::Object(result)).map_err(|error| error.to_string())?;
             task.insert("result".into(), result);
         }
         TaskStatus::Failed => {

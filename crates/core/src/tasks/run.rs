@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use switchyard_protocol::ErrorObject;
+use switchyard_protocol::{ErrorObject, Produced};
 use tokio_util::sync::CancellationToken;
 
 use super::{TaskRecord, TaskStatus, Tasks, Transition, now_ms};
-use crate::call::{check_tool_result, undeclared_need};
+use crate::call::{check_tool_result, check_tool_value, undeclared_need};
 use crate::catalog::Snapshot;
 use crate::error::{Delivery, Error};
 use crate::plugin::{CallContext, InputRound, Outcome, Plugin, PluginError, PluginResult};
@@ -211,8 +211,12 @@ async fn wait_for_answers(
 /// (`failed`).
 fn task_end(snapshot: &Snapshot, tool: &str, outcome: PluginResult<Outcome>) -> Transition {
     let checked = match (outcome, snapshot.tool(tool)) {
-        (Ok(Outcome::Complete(result)), Some(entry)) => check_tool_result(entry, result),
-        (Ok(Outcome::Complete(_)), None) => Err(Error::UnknownTool(tool.to_owned())),
+        (Ok(Outcome::Complete(result)), Some(entry)) => check_tool_value(entry, result),
+        // Its context does not take text: only a plugin that ignores that gets here.
+        (Ok(Outcome::CompleteText(text)), Some(entry)) => {
+            check_tool_result(entry, text.into()).map(Produced::into_value)
+        }
+        (Ok(Outcome::Complete(_) | Outcome::CompleteText(_)), None) => Err(Error::UnknownTool(tool.to_owned())),
         (Ok(Outcome::InputRequired { .. }), _) => Err(Error::Plugin {
             plugin: tool.to_owned(),
             source: PluginError::Internal("input requests during a task are not supported yet".into()),

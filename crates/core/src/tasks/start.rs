@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
+use switchyard_protocol::Produced;
 use tokio_util::sync::CancellationToken;
 
 use super::{TaskCall, TaskRecord, TaskStatus, Tasks, millis, now_ms, run_task, wire};
-use crate::call::{Call, check_tool_result};
+use crate::call::{Call, check_tool_result, check_tool_value};
 use crate::cancellation::Cancellation;
 use crate::catalog::ToolEntry;
 use crate::error::Error;
@@ -37,6 +38,8 @@ impl Call<'_> {
             asks_on_stream: false,
             // Our task is the task: its call does not become another server's.
             accepts_task: false,
+            // Its result is kept, as a value.
+            takes_text: false,
             // Each round of the call has the task deadline (the call timeout
             // unless configured); waiting for the client's input does not count.
             deadline: std::time::Instant::now() + round_deadline,
@@ -65,7 +68,9 @@ impl Call<'_> {
             tasks.untrack(&id);
             let plugin_error = |source| Error::Plugin { plugin: tool.plugin.id().to_owned(), source };
             return match outcome.map_err(plugin_error)? {
-                Outcome::Complete(result) => check_tool_result(tool, result),
+                Outcome::Complete(result) => check_tool_value(tool, result),
+                // Its context does not take text: only a plugin that ignores that gets here.
+                Outcome::CompleteText(text) => check_tool_result(tool, text.into()).map(Produced::into_value),
                 Outcome::InputRequired { requests, state } => {
                     self.ask_modern_client(tool.plugin.id(), requests, state, binding)
                 }

@@ -17,18 +17,35 @@ use switchyard_core::state::StateKey;
 use switchyard_core::{
     CachePolicy, CacheScope, CallContext, Caller, Catalog, Config, Execution, ListenHub, Outcome, Plugin, Server,
 };
-use switchyard_protocol::RequestId;
+use switchyard_protocol::result_text::ToolResultText;
 use switchyard_protocol::version::Era;
+use switchyard_protocol::{RequestId, jsonrpc};
 use tokio_util::sync::CancellationToken;
 
 /// A plugin whose tools exercise the server's edges.
 #[derive(Default)]
 struct Probe {
     cancelled: Arc<AtomicBool>,
+    /// Whether a `text_*` tool was last answered as text.
+    gave_text: AtomicBool,
 }
 
 fn schema() -> Value {
     json!({ "type": "object" })
+}
+
+fn n_schema() -> Value {
+    json!({ "type": "object", "properties": { "n": { "type": "integer" } }, "required": ["n"] })
+}
+
+/// The result each `text_*` tool writes: its `structuredContent`'s text.
+fn text_result(tool: &str) -> String {
+    let structured = match tool {
+        "text_good" => r#"{"n":3}"#,
+        "text_bad" => r#"{"n":"three"}"#,
+        _ => r#"{"n":"three","n":3}"#,
+    };
+    format!(r#"{{"content":[{{"type":"text","text":"{tool}"}}],"structuredContent":{structured}}}"#)
 }
 
 impl Plugin for Probe {
@@ -40,10 +57,12 @@ impl Plugin for Probe {
         vec![
             json!({ "name": "wait_for_cancel", "inputSchema": schema() }),
             json!({ "name": "sleep_long", "inputSchema": schema() }),
-            json!({ "name": "bad_output", "inputSchema": schema(),
-                "outputSchema": { "type": "object", "properties": { "n": { "type": "integer" } }, "required": ["n"] } }),
+            json!({ "name": "bad_output", "inputSchema": schema(), "outputSchema": n_schema() }),
             json!({ "name": "needs_url_elicitation", "inputSchema": schema() }),
             json!({ "name": "not a valid name", "inputSchema": schema() }),
+            json!({ "name": "text_good", "inputSchema": schema(), "outputSchema": n_schema() }),
+            json!({ "name": "text_bad", "inputSchema": schema(), "outputSchema": n_schema() }),
+            json!({ "name": "text_twice", "inputSchema": schema(), "outputSchema": n_schema() }),
             json!({ "name": "no_object_root", "inputSchema": { "type": "string" } }),
         ]
     }
@@ -73,6 +92,14 @@ impl Plugin for Probe {
                     Ok(Outcome::Complete(json!({ "content": [] })))
                 }
                 "bad_output" => Ok(Outcome::Complete(json!({ "content": [], "structuredContent": { "n": "three" } }))),
+                tool if tool.starts_with("text_") => {
+                    let text = text_result(tool);
+                    self.gave_text.store(cx.takes_result_text(), Ordering::SeqCst);
+                    if cx.takes_result_text() {
+                        return Ok(Outcome::CompleteText(ToolResultText::read(&text).unwrap()));
+                    }
+                    Ok(Outcome::Complete(serde_json::from_str(&text).unwrap()))
+                }
                 _ => {
                     let request = json!({ "method": "elicitation/create", "params": { "mode": "url", "message": "Sign in", "url": "https://example.com" } });
                     Ok(Outcome::InputRequired {
@@ -86,9 +113,13 @@ impl Plugin for Probe {
 }
 
 async fn server(probe: Probe, call_timeout: Duration) -> (Server, Arc<dyn NotificationBus>) {
+    server_of(Arc::new(probe), call_timeout).await
+}
+
+async fn server_of(probe: Arc<dyn Plugin>, call_timeout: Duration) -> (Server, Arc<dyn NotificationBus>) {
     let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
     let policy = CachePolicy::new(Duration::from_secs(60), CacheScope::Public);
-    let catalog = Catalog::new(vec![Arc::new(probe)], Arc::clone(&bus), policy).await;
+    let catalog = Catalog::new(vec![probe], Arc::clone(&bus), policy).await;
     let hub = ListenHub::spawn(
         &bus,
         CancellationToken::new(),
@@ -167,6 +198,40 @@ async fn output_that_breaks_the_output_schema_is_a_tool_error() {
     assert_eq!(result["content"][0]["text"], "Tool bad_output produced invalid output");
 }
 
+/// The result of `tool` as its client reads it, in the era `modern` says.
+async fn written_result(server: &Server, tool: &str, modern: bool) -> Value {
+    let params =
+        if modern { params(json!({ "name": tool })) } else { json!({ "name": tool }).as_object().cloned().unwrap() };
+    let prepared = server.prepare(RequestId::Number(1), "tools/call", params, false, Caller::default()).unwrap();
+    let Execution::Result { result, .. } = server.execute(prepared, None).await else { panic!("a result") };
+    let written: Value = serde_json::from_slice(&jsonrpc::finished(&RequestId::Number(1), &result)).unwrap();
+    written["result"].clone()
+}
+
+#[tokio::test]
+async fn a_result_kept_as_text_goes_out_as_its_value_would() {
+    let probe = Arc::new(Probe::default());
+    let (server, _) = server_of(Arc::clone(&probe) as Arc<dyn Plugin>, Duration::from_secs(5)).await;
+    let value: Value = serde_json::from_str(&text_result("text_good")).unwrap();
+    let modern = written_result(&server, "text_good", true).await;
+    assert!(probe.gave_text.load(Ordering::SeqCst), "a modern call takes text");
+    let mut stamped = value.clone();
+    stamped["resultType"] = json!("complete");
+    stamped["_meta"] = json!({ "io.modelcontextprotocol/serverInfo": { "name": "test", "version": "0" } });
+    assert_eq!(modern, stamped);
+    let legacy = written_result(&server, "text_good", false).await;
+    assert!(probe.gave_text.load(Ordering::SeqCst), "so does a 2025-era one");
+    assert_eq!(legacy, value);
+    // Checked against the output schema as a value would be.
+    let bad = written_result(&server, "text_bad", true).await;
+    assert_eq!(bad["isError"], true);
+    assert_eq!(bad["content"][0]["text"], "Tool text_bad produced invalid output");
+    // A key given twice in `structuredContent`: built, the last stands, and that is checked and sent.
+    let twice = written_result(&server, "text_twice", true).await;
+    assert_eq!(twice["structuredContent"], json!({ "n": 3 }));
+    assert_eq!(twice.get("isError"), None);
+}
+
 #[tokio::test]
 async fn url_elicitation_needs_the_url_capability() {
     let (server, _) = server(Probe::default(), Duration::from_secs(5)).await;
@@ -179,7 +244,10 @@ async fn url_elicitation_needs_the_url_capability() {
 async fn invalid_tool_definitions_are_not_listed() {
     let (server, _) = server(Probe::default(), Duration::from_secs(5)).await;
     let names: Vec<String> = server.catalog().snapshot().tools.iter().map(|t| t.name.clone()).collect();
-    assert_eq!(names, ["bad_output", "needs_url_elicitation", "sleep_long", "wait_for_cancel"]);
+    assert_eq!(
+        names,
+        ["bad_output", "needs_url_elicitation", "sleep_long", "text_bad", "text_good", "text_twice", "wait_for_cancel"]
+    );
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use switchyard_core::{CallContext, Caller};
+use switchyard_protocol::Produced;
 
 use super::answer::{EventReader, Turn};
 use super::cancel::CancelOnDrop;
@@ -72,7 +73,7 @@ impl Interrupted {
 /// What a relayed tool call came to.
 pub(crate) enum Reply {
     /// The upstream's result, with what it took.
-    Answer(Value, Weight),
+    Answer(Produced, Weight),
     /// The upstream asked our client `request` (`{method, params}`) under
     /// `key`, and waits, parked under `parked`.
     Asked { parked: String, key: String, request: Value },
@@ -182,7 +183,7 @@ impl McpClient {
         match turn {
             Turn::Answer(message, weight) => {
                 std::mem::replace(&mut call.cancel, CancelOnDrop::unarmed()).disarm();
-                Ok(Reply::Answer(Self::result(message)?, weight))
+                Ok(Reply::Answer(Self::result(message, None)?, weight))
             }
             Turn::Asked(request) => {
                 call.request = request;

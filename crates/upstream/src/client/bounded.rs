@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
+use switchyard_protocol::Produced;
 use switchyard_protocol::method::request;
 
 use super::{CallError, McpClient, Relay, Weight};
@@ -84,7 +85,7 @@ impl McpClient {
         extra: &[(String, String)],
         deadline: Option<Instant>,
         relay: Option<&Relay<'_>>,
-    ) -> Result<(Value, Weight), CallError> {
+    ) -> Result<(Produced, Weight), CallError> {
         // The caller's deadline itself, not a duration from now: the call's
         // own deadline must not pass before ours, or our error never shows.
         let own = tokio::time::Instant::now() + self.spec.timeout;

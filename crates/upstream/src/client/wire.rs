@@ -128,7 +128,7 @@ impl McpClient {
             },
             _ => CancelOnDrop::unarmed(),
         };
-        let answer = self.exchange(era, request_headers, message, relay, caller).await;
+        let answer = self.exchange(era, method, request_headers, message, relay, caller).await;
         match (&answer, relay) {
             // The call goes on, waiting for our client: cancelled if never answered.
             (Err(CallError::Asked), Some(relay)) => relay.cancel_asked_with(cancel),
@@ -142,6 +142,7 @@ impl McpClient {
     async fn exchange(
         &self,
         era: &Era,
+        method: &str,
         request_headers: RequestHeaders<'_>,
         message: &Outgoing,
         relay: Option<&Relay<'_>>,
@@ -177,32 +178,32 @@ impl McpClient {
         }
         let Some(id) = &message.id else {
             return if status.is_success() {
-                Ok(Answer { message: Value::Null, session, weight: Weight::default() })
+                Ok(Answer { message: Value::Null, result_text: None, session, weight: Weight::default() })
             } else {
                 Err(CallError::Transport(format!("HTTP {status}")))
             };
         };
-        let (reply, weight) = if response.is_event_stream() {
-            self.reply_from_events(response, id, relay, era).await?
+        let (reply, result_text, weight) = if response.is_event_stream() {
+            let (reply, weight) = self.reply_from_events(response, id, relay, era).await?;
+            (reply, None, weight)
         } else {
             let cap = self.limits.max_message_bytes;
             let bytes = read_capped(response, cap)
                 .await?
                 .ok_or_else(|| self.refused(Bound::MessageBytes, format!("a JSON answer exceeds {cap} bytes")))?;
-            let (reply, values) =
-                counted::parse(&bytes, self.limits.max_message_values).map_err(|unparsed| match unparsed {
-                    Unparsed::Dense => {
-                        let detail = format!("a JSON answer holds more than {} values", self.limits.max_message_values);
-                        self.refused(Bound::MessageValues, detail)
-                    }
-                    Unparsed::NotJson(e) => {
-                        CallError::Transport(format!("HTTP {status}: the answer is not JSON ({e})"))
-                    }
-                })?;
-            (reply, Weight { bytes: bytes.len(), values })
+            // A tool's result goes on to our client as it came, when it can (#18).
+            let parse = if method == request::TOOLS_CALL { counted::parse_keeping_text } else { counted::parse_built };
+            let parsed = parse(&bytes, self.limits.max_message_values).map_err(|unparsed| match unparsed {
+                Unparsed::Dense => {
+                    let detail = format!("a JSON answer holds more than {} values", self.limits.max_message_values);
+                    self.refused(Bound::MessageValues, detail)
+                }
+                Unparsed::NotJson(e) => CallError::Transport(format!("HTTP {status}: the answer is not JSON ({e})")),
+            })?;
+            (parsed.message, parsed.result, Weight { bytes: bytes.len(), values: parsed.values })
         };
-        if reply.get("result").is_some() || reply.get("error").is_some() {
-            Ok(Answer { message: reply, session, weight })
+        if result_text.is_some() || reply.get("result").is_some() || reply.get("error").is_some() {
+            Ok(Answer { message: reply, result_text, session, weight })
         } else {
             Err(CallError::Transport(format!("HTTP {status} without a JSON-RPC response")))
         }
