@@ -350,11 +350,7 @@ pub(crate) fn check_tool_result(tool: &ToolEntry, result: Produced) -> Result<Pr
     };
     // Text has a `content` array and no `resultType` (`result_text`).
     if let (Some(schema), false) = (&tool.output_schema, text.is_error()) {
-        let Ok(structured) = text.structured_content() else {
-            // A key given twice in it: checked, and sent, as a value.
-            return check_tool_value(tool, text.into_value()).map(Produced::Value);
-        };
-        let structured = structured.ok_or_else(|| Error::InvalidOutput {
+        let structured = text.structured_content().ok_or_else(|| Error::InvalidOutput {
             tool: tool.name.clone(),
             problems: vec!["structuredContent is missing".into()],
         })?;

@@ -199,6 +199,7 @@ pub(crate) fn write_value(value: &Value, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result_text::Leaves;
     use serde_json::json;
 
     fn stamp() -> Arc<ServerStamp> {
@@ -241,7 +242,7 @@ mod tests {
         let texts = [r#"{"content":[{"type":"text","text":"hi"}],"isError":true}"#, r#"{"content":[]}"#];
         for text in texts {
             let value: Value = serde_json::from_str(text).unwrap();
-            let kept = || ToolResultText::read(text).unwrap();
+            let kept = || ToolResultText::read(text, Leaves::Nothing).unwrap();
             let (as_text, as_value) = (Finished::stamped(kept(), &stamp()), Finished::stamped(value.clone(), &stamp()));
             assert_eq!(written(&as_text), written(&as_value), "{text}");
             assert_eq!(as_text.is_error(), as_value.is_error());

@@ -4,54 +4,73 @@
 //! upstream server answers with one. Built into a `Value` and written again
 //! for our client, its every string, array and map was allocated, copied,
 //! written out and freed, while the server reads three of its members (#18).
-//! A [`ToolResultText`] keeps the object's text as it came, less the members
-//! the server writes itself, and knows what the server reads of it: whether
-//! it has a `content` array, whether it reports an error, and where its
-//! `structuredContent` is, which a tool's output schema checks.
+//! A [`ToolResultText`] keeps the object's text as it came (less, for an
+//! upstream's answer, the members the server writes itself: [`Leaves`]),
+//! and knows what the server reads of it: whether it has a `content` array,
+//! whether it reports an error, and where its `structuredContent` is, which
+//! a tool's output schema checks.
 //!
-//! Only a result the server would pass on as it is can be kept so. Any
-//! other is [`NotText::Builds`], and its producer builds a `Value` as
-//! before, so what a client receives, or is refused, does not change:
+//! Only a result that means to every client what its `Value` would mean can
+//! be kept so, and only one the server would pass on as it is. Any other is
+//! [`NotText::Builds`], and its producer builds a `Value` as before, so
+//! what a client receives, or is refused, does not change:
 //! - a `resultType` other than `"complete"`: the server reads an
-//!   `input_required` or a task (a `"complete"` one is left out, as the
-//!   server writes its own);
-//! - an `_meta` that holds more than a `serverInfo`: the server's own
-//!   `serverInfo` goes into it (an `_meta` of nothing more is left out);
+//!   `input_required` or a task; and `_meta`: the server's own `serverInfo`
+//!   goes into it (unless the reader leaves out a `"complete"` one and an
+//!   `_meta` of nothing but a `serverInfo`, as an upstream's parse does);
 //! - `ttlMs` or `cacheScope`: the server decides a result's caching;
 //! - no `content` array: refused, as a `Value` it gets the error it always got;
-//! - a key given twice in the object, or more than [`MAX_MEMBERS`] members:
-//!   a `Value` keeps the last of two, and text would pass both on for each
-//!   client to choose from;
-//! - a `$`, or its escape `\u0024`, anywhere in the text: it might name an
-//!   object by serde_json's private raw-value token, which a `Value` built
-//!   from it later ([`ToolResultText::into_value`]) would read as raw text,
-//!   and which the upstream's parse refuses;
+//! - a key given twice in any object, an object of more than [`MAX_KEYS`]
+//!   keys (each is compared with those before it), or a key inside a
+//!   member's value written with an escape: a `Value` keeps the last of two
+//!   members, and text would pass both on, for each client to choose;
+//! - a `$`, or its escape `\u0024`, in any string: it might name an object
+//!   by serde_json's private raw-value token, which a `Value` built from it
+//!   ([`ToolResultText::into_value`]) would read as raw text, and which the
+//!   upstream's parse refuses;
+//! - what a `Value`'s parse refuses and a pass over the text does not see:
+//!   a surrogate's escape (`\ud800` alone is refused; a pair is built), an
+//!   integer no `i64` or `u64` holds, `-0`, and a number with an exponent or
+//!   with a fraction and more than [`MAX_NUMBER_CHARS`] characters (out of
+//!   range, or read as a nearby `f64`, or `0`, and written so);
 //! - nesting deeper than [`MAX_DEPTH`]: a `Value`'s parse stops at 128
-//!   levels (and counts the message's own two), and text deeper than that
-//!   passed on could take a client's parser down.
-//!
-//! Keys given twice inside a member's value are passed on as they came: the
-//! server reads nothing there, except in `structuredContent`, whose value is
-//! read ([`ToolResultText::structured_content`]) refusing a key given twice,
-//! so that what was checked is what every client reads.
+//!   levels (and counts the message's own two);
+//! - a line break between its tokens: a result goes out on one line (stdio
+//!   ends a message at a line break, SSE a data line).
 
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Number, Value};
 
 use crate::meta::{META, SERVER_INFO};
 
-/// The most members a result kept as text may have: each key is compared
-/// with those before it, to find a key given twice.
-pub const MAX_MEMBERS: usize = 32;
+/// The most keys an object in a result kept as text may have.
+pub const MAX_KEYS: usize = 32;
 
 /// The deepest nesting (the object itself counts one) a result kept as text
 /// may have.
 pub const MAX_DEPTH: usize = 100;
+
+/// The longest number with a fraction a result kept as text may hold, in
+/// characters: about as many digits as an `f64` tells apart. (An integer
+/// may be any an `i64` or a `u64` holds: a `Value` keeps it as it is.)
+pub const MAX_NUMBER_CHARS: usize = 17;
+
+/// Which of the members the server writes itself a result kept as text
+/// leaves out; any other of them makes it [`NotText::Builds`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leaves {
+    /// None: a WASM module's `_meta` goes, as it is, to a 2025-era client.
+    Nothing,
+    /// A `"complete"` `resultType`, and an `_meta` of nothing but a
+    /// `serverInfo`, which no client of ours is given: an upstream's, which
+    /// the upstream's parse leaves out of every answer.
+    ServerMembers,
+}
 
 /// A complete `tools/call` result object as JSON text, with a `content`
 /// array and none of the members the server writes (module docs).
@@ -72,8 +91,9 @@ pub struct ToolResultText {
 pub enum NotText {
     /// It is not one JSON object.
     NotJson(serde_json::Error),
-    /// The server reads or changes more of it than text keeps (the module
-    /// docs list what): build it as a `Value`.
+    /// The server reads or changes more of it than text keeps, or text
+    /// could mean something else than its `Value` (module docs): build it
+    /// as a `Value`.
     Builds(&'static str),
 }
 
@@ -83,11 +103,11 @@ impl ToolResultText {
     /// # Errors
     /// [`NotText::NotJson`] for text that is not one JSON object;
     /// [`NotText::Builds`] for a result that must be built (module docs).
-    pub fn read(text: &str) -> Result<Self, NotText> {
+    pub fn read(text: &str, leaves: Leaves) -> Result<Self, NotText> {
         let mut reader = serde_json::Deserializer::from_str(text);
         let members = reader.deserialize_map(Members).map_err(NotText::NotJson)?;
         reader.end().map_err(NotText::NotJson)?;
-        Self::from_members(members?)
+        Self::from_members(members?, leaves)
     }
 
     /// A result read from `deserializer` as [`ToolResultText::read`] reads
@@ -96,8 +116,11 @@ impl ToolResultText {
     ///
     /// # Errors
     /// As the deserializer's errors.
-    pub fn read_from<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Result<Self, NotText>, D::Error> {
-        Ok(deserializer.deserialize_map(Members)?.and_then(Self::from_members))
+    pub fn read_from<'de, D: Deserializer<'de>>(
+        deserializer: D,
+        leaves: Leaves,
+    ) -> Result<Result<Self, NotText>, D::Error> {
+        Ok(deserializer.deserialize_map(Members)?.and_then(|members| Self::from_members(members, leaves)))
     }
 
     /// The result whose members are `members` (keys as read, without
@@ -107,18 +130,18 @@ impl ToolResultText {
     /// [`NotText::Builds`] for a result that must be built (module docs).
     pub fn from_members<'a, K: AsRef<str>>(
         members: impl IntoIterator<Item = (K, &'a RawValue)>,
+        leaves: Leaves,
     ) -> Result<Self, NotText> {
         let mut text = String::new();
         let mut keys: Vec<K> = Vec::new();
+        let mut scanner = Scanner::default();
         let (mut content, mut is_error, mut structured) = (false, false, None);
         // The object itself.
         let mut values = 1;
         for (key, value) in members {
             let (name, raw) = (key.as_ref(), value.get());
-            let scanned = Scanned::of(raw);
-            values += 1 + scanned.values;
-            if keys.len() == MAX_MEMBERS {
-                return Err(NotText::Builds("more members than are compared for a key given twice"));
+            if keys.len() == MAX_KEYS {
+                return Err(NotText::Builds("an object of more keys than are compared"));
             }
             if keys.iter().any(|seen| seen.as_ref() == name) {
                 return Err(NotText::Builds("a key given twice"));
@@ -126,19 +149,15 @@ impl ToolResultText {
             if name.contains('$') {
                 return Err(NotText::Builds("a `$` in a key"));
             }
-            match name {
-                "resultType" if raw == "\"complete\"" => {}
-                "resultType" => return Err(NotText::Builds("a resultType the server reads")),
-                META if names_only_server_info(raw) => {}
-                META => return Err(NotText::Builds("an _meta the server adds to")),
-                "ttlMs" | "cacheScope" => return Err(NotText::Builds("caching the server decides")),
+            // Every member, those left out too: they count, and must read as a `Value` would.
+            values += 1 + scanner.scan(raw)?;
+            match (name, leaves) {
+                ("resultType", Leaves::ServerMembers) if raw == "\"complete\"" => {}
+                ("resultType", _) => return Err(NotText::Builds("a resultType the server reads")),
+                (META, Leaves::ServerMembers) if names_only_server_info(raw) => {}
+                (META, _) => return Err(NotText::Builds("an _meta the server adds to")),
+                ("ttlMs" | "cacheScope", _) => return Err(NotText::Builds("caching the server decides")),
                 _ => {
-                    if scanned.dollar {
-                        return Err(NotText::Builds("a `$` in a string"));
-                    }
-                    if 1 + scanned.depth > MAX_DEPTH {
-                        return Err(NotText::Builds("nesting deeper than text is kept"));
-                    }
                     match name {
                         "content" => content = raw.starts_with('['),
                         "isError" => is_error = raw == "true",
@@ -162,6 +181,16 @@ impl ToolResultText {
         Ok(Self { text: text.into(), is_error, structured, values })
     }
 
+    /// Whether the result reports an error (`isError: true`).
+    pub fn is_error(&self) -> bool {
+        self.is_error
+    }
+
+    /// The object's JSON text, on one line.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
     /// The JSON values it came with, counted as an upstream's answer is
     /// counted against the operator's bound: every value, container or not,
     /// and every member key; the object itself, and the members left out,
@@ -170,36 +199,24 @@ impl ToolResultText {
         self.values
     }
 
-    /// Whether the result reports an error (`isError: true`).
-    pub fn is_error(&self) -> bool {
-        self.is_error
-    }
-
-    /// The object's JSON text.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// `structuredContent`, if any, as a `Value` to check.
-    ///
-    /// # Errors
-    /// [`NotText::Builds`] when a key in it is given twice (module docs):
-    /// build the whole result, so that what is checked is what is sent.
-    pub fn structured_content(&self) -> Result<Option<Value>, NotText> {
-        let Some(range) = &self.structured else { return Ok(None) };
-        let mut reader = serde_json::Deserializer::from_str(&self.text[range.clone()]);
-        match Unique.deserialize(&mut reader) {
-            Ok(value) => Ok(Some(value)),
-            Err(_) => Err(NotText::Builds("a key given twice in structuredContent")),
-        }
+    /// `structuredContent`, if any, as a `Value` to check: what every client
+    /// reads there, as no key in it is given twice.
+    pub fn structured_content(&self) -> Option<Value> {
+        let range = self.structured.clone()?;
+        Some(read_value(&self.text[range]))
     }
 
     /// The result as a `Value`.
     pub fn into_value(self) -> Value {
-        // JSON that was read once already, nested less deeply than a
-        // `Value`'s parse allows: it reads again.
-        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+        read_value(&self.text)
     }
+}
+
+/// `text`, JSON that a `Value`'s parse takes (it was checked as it was
+/// kept, module docs), as a `Value`.
+fn read_value(text: &str) -> Value {
+    // `Null` only if that check were wrong.
+    serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
 impl fmt::Debug for ToolResultText {
@@ -233,65 +250,136 @@ fn names_only_server_info(raw: &str) -> bool {
     reader.deserialize_map(OnlyServerInfo).unwrap_or(false)
 }
 
-/// What one pass over a value's JSON text finds.
-struct Scanned {
-    /// Its values, counted as [`ToolResultText::values`] counts them.
-    values: usize,
-    /// How deeply its arrays and objects nest (0 for a scalar).
-    depth: usize,
-    /// Whether a string in it holds a `$` or its escape `\u0024`.
-    dollar: bool,
+/// One pass over a member's JSON text: its values counted, and what text
+/// must not hold looked for (module docs). Its lists are kept from one
+/// member to the next.
+#[derive(Default)]
+struct Scanner {
+    /// The keys of the objects open, innermost last: where each is in the text.
+    keys: Vec<Range<usize>>,
+    /// Where each open object's keys start in `keys`, innermost last.
+    objects: Vec<usize>,
+    /// Whether each open container is an object, innermost last.
+    containers: Vec<bool>,
 }
 
-impl Scanned {
-    /// `raw`, which is valid JSON, read byte by byte: outside its strings
-    /// there are only the structural characters, white space, and the
-    /// characters of numbers and literals, so each string, container and
-    /// run of scalar characters starts one value.
-    fn of(raw: &str) -> Self {
+impl Scanner {
+    /// The values in `raw`, valid JSON, counted as
+    /// [`ToolResultText::values`] counts them, or [`NotText::Builds`].
+    /// Outside its strings there are only the structural characters, white
+    /// space, and runs of a number's or a literal's characters: each string,
+    /// container and run starts one value.
+    fn scan(&mut self, raw: &str) -> Result<usize, NotText> {
         let bytes = raw.as_bytes();
-        let mut scanned = Self { values: 0, depth: 0, dollar: false };
-        let (mut level, mut in_string, mut in_scalar, mut at) = (0usize, false, false, 0);
-        while at < bytes.len() {
-            let byte = bytes[at];
-            if in_string {
-                match byte {
-                    b'"' => in_string = false,
-                    b'$' => scanned.dollar = true,
-                    b'\\' => {
-                        // The escape's letter; `\u0024` is `$`.
-                        at += 1;
-                        if bytes.get(at) == Some(&b'u') && bytes.get(at + 1..at + 5) == Some(b"0024") {
-                            scanned.dollar = true;
+        self.keys.clear();
+        self.objects.clear();
+        self.containers.clear();
+        let (mut values, mut at, mut expects_key) = (0, 0, false);
+        while let Some(&byte) = bytes.get(at) {
+            match byte {
+                b'"' => {
+                    let (end, escaped) = string_end(bytes, at + 1)?;
+                    if expects_key {
+                        if escaped {
+                            return Err(NotText::Builds("a key written with an escape"));
                         }
+                        let key = at + 1..end;
+                        let own = &self.keys[self.objects.last().copied().unwrap_or(0)..];
+                        if own.len() == MAX_KEYS {
+                            return Err(NotText::Builds("an object of more keys than are compared"));
+                        }
+                        if own.iter().any(|seen| bytes[seen.clone()] == bytes[key.clone()]) {
+                            return Err(NotText::Builds("a key given twice"));
+                        }
+                        self.keys.push(key);
+                        expects_key = false;
                     }
-                    _ => {}
+                    values += 1;
+                    at = end;
                 }
-            } else {
-                let scalar =
-                    !matches!(byte, b'"' | b'[' | b']' | b'{' | b'}' | b',' | b':' | b' ' | b'\t' | b'\n' | b'\r');
-                if scalar && !in_scalar {
-                    scanned.values += 1;
+                b'{' | b'[' => {
+                    values += 1;
+                    // The result object, the containers open, and this one.
+                    if 1 + self.containers.len() + 1 > MAX_DEPTH {
+                        return Err(NotText::Builds("nesting deeper than text is kept"));
+                    }
+                    expects_key = byte == b'{';
+                    self.containers.push(expects_key);
+                    if expects_key {
+                        self.objects.push(self.keys.len());
+                    }
                 }
-                in_scalar = scalar;
-                match byte {
-                    b'"' => {
-                        in_string = true;
-                        scanned.values += 1;
+                b'}' | b']' => {
+                    if self.containers.pop() == Some(true) {
+                        let first = self.objects.pop().unwrap_or(0);
+                        self.keys.truncate(first);
                     }
-                    b'[' | b'{' => {
-                        scanned.values += 1;
-                        level += 1;
-                        scanned.depth = scanned.depth.max(level);
+                    expects_key = false;
+                }
+                b',' => expects_key = self.containers.last() == Some(&true),
+                b':' | b' ' | b'\t' => {}
+                b'\n' | b'\r' => return Err(NotText::Builds("a line break")),
+                _ => {
+                    values += 1;
+                    let start = at;
+                    while bytes.get(at + 1).is_some_and(|b| !b",]}:\x20\t\n\r".contains(b)) {
+                        at += 1;
                     }
-                    b']' | b'}' => level = level.saturating_sub(1),
-                    _ => {}
+                    if (byte == b'-' || byte.is_ascii_digit()) && !written_as_read(&raw[start..=at]) {
+                        return Err(NotText::Builds("a number a value would read otherwise"));
+                    }
                 }
             }
             at += 1;
         }
-        scanned
+        Ok(values)
     }
+}
+
+/// Whether `number`, a JSON number, is written back as it is read into a
+/// `Value`, or as the same `f64` (module docs).
+fn written_as_read(number: &str) -> bool {
+    if number.bytes().any(|b| b | 0x20 == b'e') {
+        return false;
+    }
+    if number.contains('.') {
+        return number.len() <= MAX_NUMBER_CHARS;
+    }
+    // Shorter integers fit an `i64`.
+    number != "-0" && (number.len() < 16 || number.parse::<i64>().is_ok() || number.parse::<u64>().is_ok())
+}
+
+/// Where the string whose text starts at `at` ends (its closing quote), and
+/// whether it holds an escape; or [`NotText::Builds`] for a `$`, `\u0024`,
+/// or a surrogate's escape in it (module docs).
+fn string_end(bytes: &[u8], mut at: usize) -> Result<(usize, bool), NotText> {
+    let mut escaped = false;
+    while let Some(&byte) = bytes.get(at) {
+        match byte {
+            b'"' => return Ok((at, escaped)),
+            b'$' => return Err(NotText::Builds("a `$` in a string")),
+            b'\\' => {
+                escaped = true;
+                at += 1;
+                if bytes.get(at) == Some(&b'u') {
+                    let hex = bytes.get(at + 1..at + 5).unwrap_or_default();
+                    if hex == b"0024" {
+                        return Err(NotText::Builds("a `$` in a string"));
+                    }
+                    if let [first, second, ..] = hex
+                        && first | 0x20 == b'd'
+                        && matches!(second | 0x20, b'8'..=b'9' | b'a'..=b'f')
+                    {
+                        return Err(NotText::Builds("a surrogate's escape"));
+                    }
+                    at += 4;
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    Ok((at, escaped))
 }
 
 /// An object's members: each key without escapes, and its value's text.
@@ -308,11 +396,11 @@ impl<'de> Visitor<'de> for Members {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut members = Vec::with_capacity(4);
         while let Some(key) = map.next_key_seed(Key)? {
-            if members.len() == MAX_MEMBERS {
+            if members.len() == MAX_KEYS {
                 // Read to its end, for the JSON's sake; not kept as text.
                 map.next_value::<IgnoredAny>()?;
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                return Ok(Err(NotText::Builds("more members than are compared for a key given twice")));
+                return Ok(Err(NotText::Builds("an object of more keys than are compared")));
             }
             members.push((key, map.next_value::<&'de RawValue>()?));
         }
@@ -323,7 +411,7 @@ impl<'de> Visitor<'de> for Members {
 /// A member's key, borrowed from the text unless it holds an escape.
 struct Key;
 
-impl<'de> DeserializeSeed<'de> for Key {
+impl<'de> serde::de::DeserializeSeed<'de> for Key {
     type Value = Cow<'de, str>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Cow<'de, str>, D::Error> {
@@ -368,87 +456,27 @@ impl<'de> Visitor<'de> for OnlyServerInfo {
     }
 }
 
-/// A value built as `serde_json::Value` builds itself, refusing an object
-/// with a key given twice.
-#[derive(Clone, Copy)]
-struct Unique;
-
-impl<'de> DeserializeSeed<'de> for Unique {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Unique {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
-    }
-
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
-    }
-
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_owned()))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
-        let mut array = Vec::with_capacity(items.size_hint().unwrap_or(0));
-        while let Some(item) = items.next_element_seed(Unique)? {
-            array.push(item);
-        }
-        Ok(Value::Array(array))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = members.next_key::<String>()? {
-            let value = members.next_value_seed(Unique)?;
-            if object.insert(key, value).is_some() {
-                return Err(de::Error::custom("a key given twice"));
-            }
-        }
-        Ok(Value::Object(object))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
+    fn kept_leaving(text: &str, leaves: Leaves) -> ToolResultText {
+        ToolResultText::read(text, leaves).unwrap_or_else(|e| panic!("{text}: {e:?}"))
+    }
+
     fn kept(text: &str) -> ToolResultText {
-        ToolResultText::read(text).unwrap_or_else(|e| panic!("{text}: {e:?}"))
+        kept_leaving(text, Leaves::ServerMembers)
     }
 
     fn builds(text: &str) -> bool {
-        matches!(ToolResultText::read(text), Err(NotText::Builds(_)))
+        matches!(ToolResultText::read(text, Leaves::ServerMembers), Err(NotText::Builds(_)))
     }
 
     #[test]
     fn a_result_is_kept_as_it_came_less_what_the_server_writes() {
         let text = r#"{"content":[{"type":"text","text":"hi"}],"isError":false}"#;
-        let result = kept(text);
+        let result = kept_leaving(text, Leaves::Nothing);
         assert_eq!(result.as_str(), text);
         assert!(!result.is_error());
         let text = r#" { "resultType" : "complete", "content" : [ 1 ] , "_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}}, "isError":true } "#;
@@ -456,13 +484,17 @@ mod tests {
         assert_eq!(result.as_str(), r#"{"content":[ 1 ],"isError":true}"#);
         assert!(result.is_error());
         assert_eq!(kept(r#"{"_meta":{},"content":[]}"#).as_str(), r#"{"content":[]}"#);
-        // A key with an escape is written with it.
+        // A top-level key with an escape is written with it.
         let escaped = kept(r#"{"content":[],"a\"b\u00e9":1,"t\u0065xt":2}"#);
         assert_eq!(escaped.clone().into_value(), json!({"content": [], "a\"bé": 1, "text": 2}));
+        // What a WASM module wrote is all kept, or built.
+        for text in [r#"{"content":[],"resultType":"complete"}"#, r#"{"content":[],"_meta":{}}"#] {
+            assert!(matches!(ToolResultText::read(text, Leaves::Nothing), Err(NotText::Builds(_))), "{text}");
+        }
     }
 
     #[test]
-    fn what_the_server_reads_or_changes_is_built() {
+    fn what_the_server_reads_or_changes_or_a_client_could_read_otherwise_is_built() {
         for text in [
             r#"{"content":[],"resultType":"input_required"}"#,
             r#"{"content":[],"resultType":"task"}"#,
@@ -478,42 +510,85 @@ mod tests {
             r#"{"content":[],"_meta":{},"_meta":{"k":1}}"#,
             r#"{"content":[],"resultType":"complete","resultType":"task"}"#,
             r#"{"content":[],"c\u006fntent":5}"#,
+            // Keys given twice, or written with an escape, inside.
+            r#"{"content":[{"type":"text","type":"image"}]}"#,
+            r#"{"content":[],"structuredContent":{"n":[{"a":1,"b":{"a":2},"a":3}]}}"#,
+            r#"{"content":[{"t\u0079pe":"text"}]}"#,
+            // The raw-value token, or a `$`.
             r#"{"content":["$5"]}"#,
             r#"{"content":["\u0024serde_json::private::RawValue"]}"#,
             r#"{"content":[{"$serde_json::private::RawValue":"0"}]}"#,
             r#"{"content":[],"$k":1}"#,
+            // What a `Value`'s parse refuses, or reads otherwise.
+            r#"{"content":["\ud800"]}"#,
+            r#"{"content":["\uDC00 alone"]}"#,
+            r#"{"content":["\ud83d\ude00"]}"#,
+            r#"{"content":[1e400]}"#,
+            r#"{"content":[1E2]}"#,
+            r#"{"content":[1.0000000000000000001]}"#,
+            r#"{"content":[123456789012345678901234567890]}"#,
+            r#"{"content":[18446744073709551616]}"#,
+            r#"{"content":[-9223372036854775809]}"#,
+            r#"{"content":[-0]}"#,
+            r#"{"content":[0.30000000000000004]}"#,
+            // Line breaks between tokens.
+            "{\"content\":[\n1]}",
+            "{\"content\":[1,\r\n2]}",
+            // The upstream's own serverInfo is checked too, though left out.
+            r#"{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"n":"\ud800"}}}"#,
+            r#"{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"$k":1}}}"#,
         ] {
             assert!(builds(text), "{text}");
         }
-        let many: Vec<String> = (0..=MAX_MEMBERS).map(|i| format!(r#""m{i}":{i}"#)).collect();
+        let many: Vec<String> = (0..=MAX_KEYS).map(|i| format!(r#""m{i}":{i}"#)).collect();
         assert!(builds(&format!(r#"{{"content":[],{}}}"#, many.join(","))));
+        assert!(builds(&format!(r#"{{"content":[{{{}}}]}}"#, many.join(","))), "an object inside");
         let deep = |levels: usize| format!(r#"{{"content":[{}{}]}}"#, "[".repeat(levels), "]".repeat(levels));
-        assert!(ToolResultText::read(&deep(MAX_DEPTH - 2)).is_ok(), "the object, content and its levels");
+        assert!(
+            ToolResultText::read(&deep(MAX_DEPTH - 2), Leaves::Nothing).is_ok(),
+            "the object, content and its levels"
+        );
         assert!(builds(&deep(MAX_DEPTH - 1)));
-        // An escape that is not `$`, or a backslash before a `u` that is not one.
-        assert!(ToolResultText::read(r#"{"content":["\u0025","\\u0024","a\"[[["]}"#).is_ok());
+        let meta_deep = format!(
+            r#"{{"content":[],"_meta":{{"io.modelcontextprotocol/serverInfo":{}{}}}}}"#,
+            "[".repeat(MAX_DEPTH),
+            "]".repeat(MAX_DEPTH)
+        );
+        assert!(builds(&meta_deep), "a left-out member is checked as deeply");
+    }
+
+    #[test]
+    fn what_is_alike_as_text_and_as_a_value_is_kept() {
+        for text in [
+            // Escapes that are not `$` or a surrogate, and a backslash before a `u` that is not one.
+            r#"{"content":["\u0025","\\u0024","a\"[[[\n\t\u00e9\uffff"]}"#,
+            // The same key in different objects, and keys that only start alike.
+            r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"structuredContent":{"a":{"a":1},"ab":2}}"#,
+            r#"{"content":[-9223372036854775808,18446744073709551615,0.1,1.50,-0.0,0,true,false,null]}"#,
+            "{\"content\":[\t1 ,\t2]}",
+        ] {
+            let result = ToolResultText::read(text, Leaves::Nothing).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            assert_eq!(result.into_value(), serde_json::from_str::<Value>(text).unwrap(), "{text}");
+        }
     }
 
     #[test]
     fn what_is_not_one_json_object_is_not_json() {
         for text in [r#"[1]"#, r#"{"content":[]"#, r#"{"content":[]} {}"#, r#"{"content":[1,]}"#, "5"] {
-            assert!(matches!(ToolResultText::read(text), Err(NotText::NotJson(_))), "{text}");
+            assert!(matches!(ToolResultText::read(text, Leaves::Nothing), Err(NotText::NotJson(_))), "{text}");
         }
     }
 
     #[test]
-    fn structured_content_is_read_refusing_a_key_given_twice() {
+    fn structured_content_is_read_as_a_value() {
         let result = kept(r#"{"content":[],"structuredContent":{"value":4.5,"unit":"km","n":[1,{"a":null}]}}"#);
-        let structured = result.structured_content().unwrap();
-        assert_eq!(structured, Some(json!({"value": 4.5, "unit": "km", "n": [1, {"a": null}]})));
-        assert_eq!(kept(r#"{"content":[]}"#).structured_content().unwrap(), None);
-        let twice = kept(r#"{"content":[],"structuredContent":{"n":[{"a":1,"a":2}]}}"#);
-        assert!(matches!(twice.structured_content(), Err(NotText::Builds(_))));
+        assert_eq!(result.structured_content(), Some(json!({"value": 4.5, "unit": "km", "n": [1, {"a": null}]})));
+        assert_eq!(kept(r#"{"content":[]}"#).structured_content(), None);
     }
 
     #[test]
     fn the_text_reads_as_the_value_it_came_from() {
-        let text = r#"{"content":[{"type":"text","text":"h\u00e9 \"q\" \\ \ud83d\ude00"}],"structuredContent":{"x":-1.5e3},"isError":false}"#;
+        let text = r#"{"content":[{"type":"text","text":"h\u00e9 \"q\" \\ \u00e9"}],"structuredContent":{"x":-1.5},"isError":false}"#;
         assert_eq!(kept(text).into_value(), serde_json::from_str::<Value>(text).unwrap());
     }
 
@@ -531,7 +606,7 @@ mod tests {
         for text in [
             r#"{"content":[]}"#,
             r#"{"content":[{"type":"text","text":"a, b: [c] {d} \"e\" 1 true"}],"isError":false}"#,
-            r#"{ "content" : [ 1 , -2.5e-3 , true , false , null , "" , [ ] , { } ] , "structuredContent" : { "a" : [ 0 ] } }"#,
+            r#"{ "content" : [ 1 , -2.5 , true , false , null , "" , [ ] , { } ] , "structuredContent" : { "a" : [ 0 ] } }"#,
             r#"{"resultType":"complete","content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up","n":[1,2]}}}"#,
         ] {
             assert_eq!(kept(text).values(), count(&serde_json::from_str(text).unwrap()), "{text}");

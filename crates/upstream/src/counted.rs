@@ -63,7 +63,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 use switchyard_protocol::meta::{META, SERVER_INFO};
-use switchyard_protocol::result_text::{NotText, ToolResultText};
+use switchyard_protocol::result_text::{Leaves, NotText, ToolResultText};
 
 /// The key by which serde_json's `Value` (with `raw_value` on) takes an
 /// object for raw JSON text (module docs).
@@ -337,7 +337,8 @@ impl<'de> DeserializeSeed<'de> for ResultText {
     type Value = Result<ToolResultText, NotText>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        ToolResultText::read_from(deserializer)
+        // Left out of what the upstream answers, as `parse` leaves them out.
+        ToolResultText::read_from(deserializer, Leaves::ServerMembers)
     }
 }
 

@@ -12,7 +12,7 @@ use switchyard_answers::{Kept, PluginCache, Weight, named_target};
 use switchyard_core::plugin::PluginResult;
 use switchyard_core::{CallContext, Outcome, Plugin, PluginError};
 use switchyard_protocol::method::request;
-use switchyard_protocol::result_text::ToolResultText;
+use switchyard_protocol::result_text::{Leaves, ToolResultText};
 use tokio_util::sync::CancellationToken;
 use wasmtime::Module;
 
@@ -149,7 +149,7 @@ impl Plugin for WasmPlugin {
                     // Passed on as the module wrote it, when it can be (#18).
                     if cx.takes_result_text()
                         && let Ok(text) = std::str::from_utf8(&bytes)
-                        && let Ok(kept) = ToolResultText::read(text)
+                        && let Ok(kept) = ToolResultText::read(text, Leaves::Nothing)
                     {
                         return Ok(Outcome::CompleteText(kept));
                     }

@@ -17,7 +17,7 @@ use switchyard_core::state::StateKey;
 use switchyard_core::{
     CachePolicy, CacheScope, CallContext, Caller, Catalog, Config, Execution, ListenHub, Outcome, Plugin, Server,
 };
-use switchyard_protocol::result_text::ToolResultText;
+use switchyard_protocol::result_text::{Leaves, ToolResultText};
 use switchyard_protocol::version::Era;
 use switchyard_protocol::{RequestId, jsonrpc};
 use tokio_util::sync::CancellationToken;
@@ -94,11 +94,12 @@ impl Plugin for Probe {
                 "bad_output" => Ok(Outcome::Complete(json!({ "content": [], "structuredContent": { "n": "three" } }))),
                 tool if tool.starts_with("text_") => {
                     let text = text_result(tool);
-                    self.gave_text.store(cx.takes_result_text(), Ordering::SeqCst);
-                    if cx.takes_result_text() {
-                        return Ok(Outcome::CompleteText(ToolResultText::read(&text).unwrap()));
+                    let kept = ToolResultText::read(&text, Leaves::Nothing).ok().filter(|_| cx.takes_result_text());
+                    self.gave_text.store(kept.is_some(), Ordering::SeqCst);
+                    match kept {
+                        Some(kept) => Ok(Outcome::CompleteText(kept)),
+                        None => Ok(Outcome::Complete(serde_json::from_str(&text).unwrap())),
                     }
-                    Ok(Outcome::Complete(serde_json::from_str(&text).unwrap()))
                 }
                 _ => {
                     let request = json!({ "method": "elicitation/create", "params": { "mode": "url", "message": "Sign in", "url": "https://example.com" } });
@@ -228,6 +229,7 @@ async fn a_result_kept_as_text_goes_out_as_its_value_would() {
     assert_eq!(bad["content"][0]["text"], "Tool text_bad produced invalid output");
     // A key given twice in `structuredContent`: built, the last stands, and that is checked and sent.
     let twice = written_result(&server, "text_twice", true).await;
+    assert!(!probe.gave_text.load(Ordering::SeqCst));
     assert_eq!(twice["structuredContent"], json!({ "n": 3 }));
     assert_eq!(twice.get("isError"), None);
 }

@@ -249,9 +249,22 @@ fn what_parse_refuses_it_refuses_alike() {
         br#"{"id":1,"result":{"content":[1,]}}"#,
         br#"{"id":1,"result":{"content":[]}} x"#,
         b"{\"id\":1,\"result\":{\"content\":[\"\xff\"]}}",
+        // What a pass over the text does not see, and a `Value`'s parse refuses.
+        br#"{"id":1,"result":{"content":["\ud800"]}}"#,
+        br#"{"id":1,"result":{"content":[1e400]}}"#,
+        br#"{"id":1,"result":{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":"\udc00"}}}"#,
     ] {
         assert!(matches!(parse_keeping_text(broken, 1_000), Err(Unparsed::NotJson(_))));
     }
     let deep = format!(r#"{{"id":1,"result":{{"content":[{}{}]}}}}"#, "[".repeat(200), "]".repeat(200));
     assert!(matches!(parse_keeping_text(deep.as_bytes(), 1_000), Err(Unparsed::NotJson(_))), "too deep for a Value");
+    let deep_meta = format!(
+        r#"{{"id":1,"result":{{"content":[],"_meta":{{"io.modelcontextprotocol/serverInfo":{}{}}}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    assert!(
+        matches!(parse_keeping_text(deep_meta.as_bytes(), 1_000), Err(Unparsed::NotJson(_))),
+        "however deep it is left"
+    );
 }
