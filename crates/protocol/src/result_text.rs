@@ -56,9 +56,12 @@ pub const MAX_KEYS: usize = 32;
 pub const MAX_DEPTH: usize = 100;
 
 /// The longest number with a fraction a result kept as text may hold, in
-/// characters: about as many digits as an `f64` tells apart. (An integer
-/// may be any an `i64` or a `u64` holds: a `Value` keeps it as it is.)
-pub const MAX_NUMBER_CHARS: usize = 17;
+/// characters: 15 digits at most, whose significand an `f64` holds exactly,
+/// so that serde_json (dividing it by a power of ten) reads the nearest
+/// `f64`, as a client's parser does. A longer one it may read one `f64`
+/// off (`9.754525449570839` as `9.75452544957084`), and wrote so. (An
+/// integer may be any an `i64` or a `u64` holds: a `Value` keeps it as it is.)
+pub const MAX_NUMBER_CHARS: usize = 16;
 
 /// Which of the members the server writes itself a result kept as text
 /// leaves out; any other of them makes it [`NotText::Builds`].
@@ -107,7 +110,7 @@ impl ToolResultText {
         let mut reader = serde_json::Deserializer::from_str(text);
         let members = reader.deserialize_map(Members).map_err(NotText::NotJson)?;
         reader.end().map_err(NotText::NotJson)?;
-        Self::from_members(members?, leaves)
+        Self::from_members(&members?, leaves)
     }
 
     /// A result read from `deserializer` as [`ToolResultText::read`] reads
@@ -120,7 +123,7 @@ impl ToolResultText {
         deserializer: D,
         leaves: Leaves,
     ) -> Result<Result<Self, NotText>, D::Error> {
-        Ok(deserializer.deserialize_map(Members)?.and_then(|members| Self::from_members(members, leaves)))
+        Ok(deserializer.deserialize_map(Members)?.and_then(|members| Self::from_members(&members, leaves)))
     }
 
     /// The result whose members are `members` (keys as read, without
@@ -128,33 +131,32 @@ impl ToolResultText {
     ///
     /// # Errors
     /// [`NotText::Builds`] for a result that must be built (module docs).
-    pub fn from_members<'a, K: AsRef<str>>(
-        members: impl IntoIterator<Item = (K, &'a RawValue)>,
-        leaves: Leaves,
-    ) -> Result<Self, NotText> {
-        let mut text = String::new();
-        let mut keys: Vec<K> = Vec::new();
-        let mut scanner = Scanner::default();
+    pub fn from_members<K: AsRef<str>>(members: &[(K, &RawValue)], leaves: Leaves) -> Result<Self, NotText> {
+        if members.len() > MAX_KEYS {
+            return Err(NotText::Builds("an object of more keys than are compared"));
+        }
+        // Written once, at its full size: no copy as it grows.
+        let size = members.iter().map(|(key, value)| key.as_ref().len() + value.get().len() + 4).sum::<usize>();
+        let mut text = String::with_capacity(size + 2);
+        let mut scanner = Scanner::new();
         let (mut content, mut is_error, mut structured) = (false, false, None);
         // The object itself.
         let mut values = 1;
-        for (key, value) in members {
+        for (at, (key, value)) in members.iter().enumerate() {
             let (name, raw) = (key.as_ref(), value.get());
-            if keys.len() == MAX_KEYS {
-                return Err(NotText::Builds("an object of more keys than are compared"));
-            }
-            if keys.iter().any(|seen| seen.as_ref() == name) {
+            if members[..at].iter().any(|(seen, _)| seen.as_ref() == name) {
                 return Err(NotText::Builds("a key given twice"));
             }
             if name.contains('$') {
                 return Err(NotText::Builds("a `$` in a key"));
             }
             // Every member, those left out too: they count, and must read as a `Value` would.
-            values += 1 + scanner.scan(raw)?;
+            let scanned = scanner.scan(raw)?;
+            values += 1 + scanned.values;
             match (name, leaves) {
                 ("resultType", Leaves::ServerMembers) if raw == "\"complete\"" => {}
                 ("resultType", _) => return Err(NotText::Builds("a resultType the server reads")),
-                (META, Leaves::ServerMembers) if names_only_server_info(raw) => {}
+                (META, Leaves::ServerMembers) if scanned.names_only_server_info => {}
                 (META, _) => return Err(NotText::Builds("an _meta the server adds to")),
                 ("ttlMs" | "cacheScope", _) => return Err(NotText::Builds("caching the server decides")),
                 _ => {
@@ -172,7 +174,6 @@ impl ToolResultText {
                     text.push_str(raw);
                 }
             }
-            keys.push(key);
         }
         if !content {
             return Err(NotText::Builds("no content array"));
@@ -243,38 +244,50 @@ fn write_key(key: &str, out: &mut String) {
     }
 }
 
-/// Whether `raw`, an `_meta` value, is an object of nothing but the
-/// producer's `serverInfo` (or of nothing).
-fn names_only_server_info(raw: &str) -> bool {
-    let mut reader = serde_json::Deserializer::from_str(raw);
-    reader.deserialize_map(OnlyServerInfo).unwrap_or(false)
+/// The most keys of the objects open at once a [`Scanner`] keeps: text
+/// with more is built.
+const MAX_OPEN_KEYS: usize = 64;
+
+/// What [`Scanner::scan`] found in a member's text.
+struct Scanned {
+    /// Its values, counted as [`ToolResultText::values`] counts them.
+    values: usize,
+    /// Whether it is an object of nothing but a `serverInfo` (or of nothing).
+    names_only_server_info: bool,
 }
 
 /// One pass over a member's JSON text: its values counted, and what text
-/// must not hold looked for (module docs). Its lists are kept from one
-/// member to the next.
-#[derive(Default)]
+/// must not hold looked for (module docs). It allocates nothing: its stacks
+/// are as deep as text may nest, and as long as the keys it compares.
 struct Scanner {
-    /// The keys of the objects open, innermost last: where each is in the text.
-    keys: Vec<Range<usize>>,
-    /// Where each open object's keys start in `keys`, innermost last.
-    objects: Vec<usize>,
-    /// Whether each open container is an object, innermost last.
-    containers: Vec<bool>,
+    /// Where the keys of the objects open are in the text, innermost last.
+    keys: [(usize, usize); MAX_OPEN_KEYS],
+    /// How many of `keys` are in use.
+    open_keys: usize,
+    /// For each container open, innermost last: where its keys start in
+    /// `keys` for an object, [`Scanner::ARRAY`] for an array.
+    containers: [u8; MAX_DEPTH],
+    /// How many of `containers` are open.
+    depth: usize,
 }
 
 impl Scanner {
-    /// The values in `raw`, valid JSON, counted as
-    /// [`ToolResultText::values`] counts them, or [`NotText::Builds`].
-    /// Outside its strings there are only the structural characters, white
-    /// space, and runs of a number's or a literal's characters: each string,
-    /// container and run starts one value.
-    fn scan(&mut self, raw: &str) -> Result<usize, NotText> {
+    /// In `containers`: an array, which has no keys.
+    const ARRAY: u8 = u8::MAX;
+
+    fn new() -> Self {
+        Self { keys: [(0, 0); MAX_OPEN_KEYS], open_keys: 0, containers: [0; MAX_DEPTH], depth: 0 }
+    }
+
+    /// What `raw`, valid JSON, holds, or [`NotText::Builds`]. Outside its
+    /// strings there are only the structural characters, white space, and
+    /// runs of a number's or a literal's characters: each string, container
+    /// and run starts one value.
+    fn scan(&mut self, raw: &str) -> Result<Scanned, NotText> {
         let bytes = raw.as_bytes();
-        self.keys.clear();
-        self.objects.clear();
-        self.containers.clear();
-        let (mut values, mut at, mut expects_key) = (0, 0, false);
+        (self.open_keys, self.depth) = (0, 0);
+        let mut scanned = Scanned { values: 0, names_only_server_info: bytes.first() == Some(&b'{') };
+        let (mut at, mut expects_key) = (0, false);
         while let Some(&byte) = bytes.get(at) {
             match byte {
                 b'"' => {
@@ -283,46 +296,44 @@ impl Scanner {
                         if escaped {
                             return Err(NotText::Builds("a key written with an escape"));
                         }
-                        let key = at + 1..end;
-                        let own = &self.keys[self.objects.last().copied().unwrap_or(0)..];
-                        if own.len() == MAX_KEYS {
-                            return Err(NotText::Builds("an object of more keys than are compared"));
+                        self.key(bytes, at + 1, end)?;
+                        if self.depth == 1 && &bytes[at + 1..end] != SERVER_INFO.as_bytes() {
+                            scanned.names_only_server_info = false;
                         }
-                        if own.iter().any(|seen| bytes[seen.clone()] == bytes[key.clone()]) {
-                            return Err(NotText::Builds("a key given twice"));
-                        }
-                        self.keys.push(key);
                         expects_key = false;
                     }
-                    values += 1;
+                    scanned.values += 1;
                     at = end;
                 }
                 b'{' | b'[' => {
-                    values += 1;
+                    scanned.values += 1;
                     // The result object, the containers open, and this one.
-                    if 1 + self.containers.len() + 1 > MAX_DEPTH {
+                    if 1 + self.depth + 1 > MAX_DEPTH {
                         return Err(NotText::Builds("nesting deeper than text is kept"));
                     }
                     expects_key = byte == b'{';
-                    self.containers.push(expects_key);
-                    if expects_key {
-                        self.objects.push(self.keys.len());
-                    }
+                    // `open_keys` is at most `MAX_OPEN_KEYS`, below `ARRAY`.
+                    self.containers[self.depth] = if expects_key { self.open_keys as u8 } else { Self::ARRAY };
+                    self.depth += 1;
                 }
                 b'}' | b']' => {
-                    if self.containers.pop() == Some(true) {
-                        let first = self.objects.pop().unwrap_or(0);
-                        self.keys.truncate(first);
+                    self.depth = self.depth.saturating_sub(1);
+                    let first = self.containers[self.depth];
+                    if first != Self::ARRAY {
+                        self.open_keys = usize::from(first);
                     }
                     expects_key = false;
                 }
-                b',' => expects_key = self.containers.last() == Some(&true),
+                b',' => expects_key = self.depth > 0 && self.containers[self.depth - 1] != Self::ARRAY,
                 b':' | b' ' | b'\t' => {}
                 b'\n' | b'\r' => return Err(NotText::Builds("a line break")),
                 _ => {
-                    values += 1;
+                    scanned.values += 1;
                     let start = at;
-                    while bytes.get(at + 1).is_some_and(|b| !b",]}:\x20\t\n\r".contains(b)) {
+                    while let Some(&next) = bytes.get(at + 1) {
+                        if matches!(next, b',' | b']' | b'}' | b':' | b' ' | b'\t' | b'\n' | b'\r') {
+                            break;
+                        }
                         at += 1;
                     }
                     if (byte == b'-' || byte.is_ascii_digit()) && !written_as_read(&raw[start..=at]) {
@@ -332,7 +343,24 @@ impl Scanner {
             }
             at += 1;
         }
-        Ok(values)
+        Ok(scanned)
+    }
+
+    /// The key at `start..end` of the innermost object, unless one before
+    /// it in that object is the same, or too many keys are open.
+    fn key(&mut self, bytes: &[u8], start: usize, end: usize) -> Result<(), NotText> {
+        let first = self.depth.checked_sub(1).map_or(0, |open| usize::from(self.containers[open]));
+        let key = &bytes[start..end];
+        let own = &self.keys[first..self.open_keys];
+        if own.len() == MAX_KEYS || self.open_keys == MAX_OPEN_KEYS {
+            return Err(NotText::Builds("an object of more keys than are compared"));
+        }
+        if own.iter().any(|&(from, to)| &bytes[from..to] == key) {
+            return Err(NotText::Builds("a key given twice"));
+        }
+        self.keys[self.open_keys] = (start, end);
+        self.open_keys += 1;
+        Ok(())
     }
 }
 
@@ -435,27 +463,6 @@ impl<'de> Visitor<'de> for Key {
     }
 }
 
-/// Whether an object's keys are all the `serverInfo` key.
-struct OnlyServerInfo;
-
-impl<'de> Visitor<'de> for OnlyServerInfo {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an _meta object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        while let Some(key) = map.next_key_seed(Key)? {
-            if key != SERVER_INFO {
-                return Ok(false);
-            }
-            map.next_value::<IgnoredAny>()?;
-        }
-        Ok(true)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,6 +538,8 @@ mod tests {
             r#"{"content":[-9223372036854775809]}"#,
             r#"{"content":[-0]}"#,
             r#"{"content":[0.30000000000000004]}"#,
+            r#"{"content":[9.754525449570839]}"#,
+            r#"{"content":[-92435890523192.5]}"#,
             // Line breaks between tokens.
             "{\"content\":[\n1]}",
             "{\"content\":[1,\r\n2]}",
@@ -543,6 +552,11 @@ mod tests {
         let many: Vec<String> = (0..=MAX_KEYS).map(|i| format!(r#""m{i}":{i}"#)).collect();
         assert!(builds(&format!(r#"{{"content":[],{}}}"#, many.join(","))));
         assert!(builds(&format!(r#"{{"content":[{{{}}}]}}"#, many.join(","))), "an object inside");
+        let keys = |prefix: &str| (0..30).map(|i| format!(r#""{prefix}{i}":0"#)).collect::<Vec<_>>().join(",");
+        let open = format!(r#"{{"content":[{{{},"x":{{{},"y":{{{}}}}}}}]}}"#, keys("a"), keys("b"), keys("c"));
+        assert!(builds(&open), "more keys open at once than are kept");
+        let closed = format!(r#"{{"content":[{{{}}},{{{}}},{{{}}}]}}"#, keys("a"), keys("b"), keys("c"));
+        assert!(ToolResultText::read(&closed, Leaves::Nothing).is_ok(), "as many, one object after another");
         let deep = |levels: usize| format!(r#"{{"content":[{}{}]}}"#, "[".repeat(levels), "]".repeat(levels));
         assert!(
             ToolResultText::read(&deep(MAX_DEPTH - 2), Leaves::Nothing).is_ok(),
@@ -564,7 +578,7 @@ mod tests {
             r#"{"content":["\u0025","\\u0024","a\"[[[\n\t\u00e9\uffff"]}"#,
             // The same key in different objects, and keys that only start alike.
             r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"structuredContent":{"a":{"a":1},"ab":2}}"#,
-            r#"{"content":[-9223372036854775808,18446744073709551615,0.1,1.50,-0.0,0,true,false,null]}"#,
+            r#"{"content":[-9223372036854775808,18446744073709551615,0.1,1.50,-0.0,0,9.75452544957083,true,false,null]}"#,
             "{\"content\":[\t1 ,\t2]}",
         ] {
             let result = ToolResultText::read(text, Leaves::Nothing).unwrap_or_else(|e| panic!("{text}: {e:?}"));
