@@ -147,7 +147,7 @@ impl ToolResultText {
             if members[..at].iter().any(|(seen, _)| seen.as_ref() == name) {
                 return Err(NotText::Builds("a key given twice"));
             }
-            if name.contains('$') {
+            if name.bytes().any(|b| b == b'$') {
                 return Err(NotText::Builds("a `$` in a key"));
             }
             // Every member, those left out too: they count, and must read as a `Value` would.
@@ -382,6 +382,9 @@ fn written_as_read(number: &str) -> bool {
 /// or a surrogate's escape in it (module docs).
 fn string_end(bytes: &[u8], mut at: usize) -> Result<(usize, bool), NotText> {
     let mut escaped = false;
+    // A byte at a time: a result's strings are mostly short, and reading
+    // eight at a time while none is looked for made the scan of an upstream
+    // echo's answer 2,850 instructions rather than 1,920 (callgrind).
     while let Some(&byte) = bytes.get(at) {
         match byte {
             b'"' => return Ok((at, escaped)),
@@ -523,6 +526,9 @@ mod tests {
             r#"{"content":[{"t\u0079pe":"text"}]}"#,
             // The raw-value token, or a `$`.
             r#"{"content":["$5"]}"#,
+            r#"{"content":["a string longer than a word, then $"]}"#,
+            r#"{"content":["a string longer than a word, then \u0024"]}"#,
+            r#"{"content":["0123456789abcdef\ud800"]}"#,
             r#"{"content":["\u0024serde_json::private::RawValue"]}"#,
             r#"{"content":[{"$serde_json::private::RawValue":"0"}]}"#,
             r#"{"content":[],"$k":1}"#,
@@ -578,6 +584,7 @@ mod tests {
             r#"{"content":["\u0025","\\u0024","a\"[[[\n\t\u00e9\uffff"]}"#,
             // The same key in different objects, and keys that only start alike.
             r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"structuredContent":{"a":{"a":1},"ab":2}}"#,
+            r#"{"content":["0123456789abcdef\"0123456789abcdef\\","01234567","0123456789abcdefé"]}"#,
             r#"{"content":[-9223372036854775808,18446744073709551615,0.1,1.50,-0.0,0,9.75452544957083,true,false,null]}"#,
             "{\"content\":[\t1 ,\t2]}",
         ] {
