@@ -426,7 +426,7 @@ impl<'de> Visitor<'de> for Members {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut members = Vec::with_capacity(4);
-        while let Some(key) = map.next_key_seed(Key)? {
+        while let Some(key) = map.next_key_seed(MemberKey)? {
             if members.len() == MAX_KEYS {
                 // Read to its end, for the JSON's sake; not kept as text.
                 map.next_value::<IgnoredAny>()?;
@@ -439,10 +439,12 @@ impl<'de> Visitor<'de> for Members {
     }
 }
 
-/// A member's key, borrowed from the text unless it holds an escape.
-struct Key;
+/// A member's key, read borrowed from the text unless it holds an escape
+/// (`Cow<str>`'s own `Deserialize` always copies it): what a reader that
+/// looks at keys, and keeps few of them, reads them with.
+pub struct MemberKey;
 
-impl<'de> serde::de::DeserializeSeed<'de> for Key {
+impl<'de> serde::de::DeserializeSeed<'de> for MemberKey {
     type Value = Cow<'de, str>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Cow<'de, str>, D::Error> {
@@ -450,7 +452,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for Key {
     }
 }
 
-impl<'de> Visitor<'de> for Key {
+impl<'de> Visitor<'de> for MemberKey {
     type Value = Cow<'de, str>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -463,6 +465,10 @@ impl<'de> Visitor<'de> for Key {
 
     fn visit_str<E>(self, key: &str) -> Result<Cow<'de, str>, E> {
         Ok(Cow::Owned(key.to_owned()))
+    }
+
+    fn visit_string<E>(self, key: String) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(key))
     }
 }
 

@@ -56,14 +56,13 @@
 //! built here and written again (#18). Its values are still counted, in one
 //! pass over its text, against the same bound.
 
-use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 use switchyard_protocol::meta::{META, SERVER_INFO};
-use switchyard_protocol::result_text::{Leaves, NotText, ToolResultText};
+use switchyard_protocol::result_text::{Leaves, MemberKey, NotText, ToolResultText};
 
 /// The key by which serde_json's `Value` (with `raw_value` on) takes an
 /// object for raw JSON text (module docs).
@@ -297,7 +296,7 @@ impl<'de> Visitor<'de> for Counted<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
-        while let Some(key) = members.next_key_seed(Key)? {
+        while let Some(key) = members.next_key_seed(MemberKey)? {
             if key == RAW_VALUE_TOKEN {
                 return Err(de::Error::custom("an object member named by serde_json's private raw-value token"));
             }
@@ -339,37 +338,6 @@ impl<'de> DeserializeSeed<'de> for ResultText {
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         // Left out of what the upstream answers, as `parse` leaves them out.
         ToolResultText::read_from(deserializer, Leaves::ServerMembers)
-    }
-}
-
-/// A member's key, borrowed from the text unless it holds an escape.
-struct Key;
-
-impl<'de> DeserializeSeed<'de> for Key {
-    type Value = Cow<'de, str>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Cow<'de, str>, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Key {
-    type Value = Cow<'de, str>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object member's key")
-    }
-
-    fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Cow<'de, str>, E> {
-        Ok(Cow::Borrowed(key))
-    }
-
-    fn visit_str<E>(self, key: &str) -> Result<Cow<'de, str>, E> {
-        Ok(Cow::Owned(key.to_owned()))
-    }
-
-    fn visit_string<E>(self, key: String) -> Result<Cow<'de, str>, E> {
-        Ok(Cow::Owned(key))
     }
 }
 
