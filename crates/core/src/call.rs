@@ -349,12 +349,8 @@ pub(crate) fn check_tool_result(tool: &ToolEntry, result: Produced) -> Result<Pr
         Produced::ToolText(text) => text,
     };
     // Text has a `content` array and no `resultType` (`result_text`).
-    if let (Some(schema), false) = (&tool.output_schema, text.is_error()) {
-        let structured = text.structured_content().ok_or_else(|| Error::InvalidOutput {
-            tool: tool.name.clone(),
-            problems: vec!["structuredContent is missing".into()],
-        })?;
-        schema.validate(&structured).map_err(|problems| Error::InvalidOutput { tool: tool.name.clone(), problems })?;
+    if tool.output_schema.is_some() && !text.is_error() {
+        check_structured(tool, text.structured_content().as_ref())?;
     }
     Ok(Produced::ToolText(text))
 }
@@ -371,15 +367,19 @@ pub(crate) fn check_tool_value(tool: &ToolEntry, result: Value) -> Result<Value,
     if !map.get("content").is_some_and(Value::is_array) {
         return Err(Error::InvalidOutput { tool: name.clone(), problems: vec!["content is missing".into()] });
     }
-    let is_error = map.get("isError").and_then(Value::as_bool) == Some(true);
-    if let (Some(schema), false) = (&tool.output_schema, is_error) {
-        let structured = map.get("structuredContent").ok_or_else(|| Error::InvalidOutput {
-            tool: name.clone(),
-            problems: vec!["structuredContent is missing".into()],
-        })?;
-        schema.validate(structured).map_err(|problems| Error::InvalidOutput { tool: name.clone(), problems })?;
+    if map.get("isError").and_then(Value::as_bool) != Some(true) {
+        check_structured(tool, map.get("structuredContent"))?;
     }
     Ok(result)
+}
+
+/// Checks a result's `structuredContent` against the tool's `outputSchema`,
+/// if it declares one: present, and matching it.
+fn check_structured(tool: &ToolEntry, structured: Option<&Value>) -> Result<(), Error> {
+    let Some(schema) = &tool.output_schema else { return Ok(()) };
+    let invalid = |problems| Error::InvalidOutput { tool: tool.name.clone(), problems };
+    let structured = structured.ok_or_else(|| invalid(vec!["structuredContent is missing".into()]))?;
+    schema.validate(structured).map_err(invalid)
 }
 
 /// The most times a legacy client is asked for input within one request.
