@@ -32,6 +32,15 @@
 //! Build with `cargo build --release --target wasm32-wasip1` and a crate type
 //! of `cdylib`; the module is `target/wasm32-wasip1/release/NAME.wasm`.
 //!
+//! A module whose tools allocate little may also make [`CallArena`] its
+//! global allocator: small blocks are taken by moving a pointer, as an
+//! instance lives one call (its docs say what that costs):
+//!
+//! ```ignore
+//! #[global_allocator]
+//! static ALLOCATOR: switchyard_guest::CallArena = switchyard_guest::CallArena;
+//! ```
+//!
 //! # The interface (ABI version 1)
 //!
 //! The host and guest exchange UTF-8 JSON through the guest's linear memory.
@@ -50,6 +59,9 @@
 //! running out of fuel or time, or exceeding the memory cap ends the call
 //! with an `isError` result; the server is unaffected.
 
+mod arena;
+
+pub use arena::CallArena;
 pub use serde_json::{Map, Value, json};
 
 /// The interface version this SDK speaks.
