@@ -37,6 +37,7 @@
 //! instance lives one call (its docs say what that costs):
 //!
 //! ```ignore
+//! #[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
 //! #[global_allocator]
 //! static ALLOCATOR: switchyard_guest::CallArena = switchyard_guest::CallArena;
 //! ```

@@ -138,7 +138,7 @@ switchyard_guest::export_plugin!(plugin);
 // A call allocates a few dozen small blocks: taken by moving a pointer, as
 // the instance ends with the call (#18: the C library's allocator was about a
 // quarter of this module's own work).
-#[cfg(target_family = "wasm")]
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
 #[global_allocator]
 static ALLOCATOR: switchyard_guest::CallArena = switchyard_guest::CallArena;
 
