@@ -149,7 +149,7 @@ impl McpClient {
         caller: Option<&Caller>,
     ) -> Result<Answer, CallError> {
         let response = match (&self.h2c, &self.http1) {
-            (Some(h2c), _) => Response::H2c(h2c.post(request_headers.into_map(), message.text.clone()).await?),
+            (Some(h2c), _) => Response::H2c(h2c.post(|| request_headers.to_map(), message.text.clone()).await?),
             (None, Some(http1)) => Response::Http1(http1.post(request_headers.iter(), message.text.clone()).await?),
             (None, None) => Response::Pooled(
                 self.http
