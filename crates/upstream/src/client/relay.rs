@@ -70,6 +70,12 @@ impl<'a> Relay<'a> {
         self.cx.caller()
     }
 
+    /// Whether the call's result may stay the text it comes as
+    /// ([`CallContext::takes_result_text`]): not a task's, which is kept as a value.
+    pub(crate) fn takes_result_text(&self) -> bool {
+        self.cx.takes_result_text()
+    }
+
     /// What the call's client hears besides the answer: whether progress,
     /// and log messages from which level (`{"progress": bool, "logLevel": …}`).
     pub(crate) fn hears(&self) -> Value {

@@ -191,8 +191,10 @@ impl McpClient {
             let bytes = read_capped(response, cap)
                 .await?
                 .ok_or_else(|| self.refused(Bound::MessageBytes, format!("a JSON answer exceeds {cap} bytes")))?;
-            // A tool's result goes on to our client as it came, when it can (#18).
-            let parse = if method == request::TOOLS_CALL { counted::parse_keeping_text } else { counted::parse_built };
+            // A tool's result goes on to our client as it came, when it can
+            // (#18); a task's is built at once, rather than scanned as text first.
+            let keeps_text = method == request::TOOLS_CALL && relay.is_some_and(|relay| relay.takes_result_text());
+            let parse = if keeps_text { counted::parse_keeping_text } else { counted::parse_built };
             let parsed = parse(&bytes, self.limits.max_message_values).map_err(|unparsed| match unparsed {
                 Unparsed::Dense => {
                     let detail = format!("a JSON answer holds more than {} values", self.limits.max_message_values);
