@@ -50,8 +50,9 @@
 //! (unless it holds an escape) and made a `String` only when the member is
 //! kept.
 //!
-//! The answer to a `tools/call` is parsed by [`parse_keeping_text`], which
-//! keeps its result as the text it came as, when it can be
+//! The answer to a `tools/call` answered at once (not a task's, whose result
+//! is stored as a value) is parsed by [`parse_keeping_text`], which keeps
+//! its result as the text it came as, when it can be
 //! (`protocol::result_text`): our client receives it as it is, rather than
 //! built here and written again (#18). Its values are still counted, in one
 //! pass over its text, against the same bound.
@@ -117,8 +118,8 @@ pub(crate) struct Parsed {
 }
 
 /// [`parse`], with the message's `result` kept as the text it came as when
-/// it can be ([`ToolResultText`]): the answer to a `tools/call`, whose
-/// result goes on to our client as it is, rather than built here and
+/// it can be ([`ToolResultText`]): the answer to a `tools/call` answered at
+/// once, whose result goes on to our client as it is, rather than built here and
 /// written again (#18). The result's values are counted as [`parse`] counts
 /// them, by one pass over its text, and against the same bound, but not
 /// built.

@@ -384,8 +384,8 @@ impl Plugin for UpstreamPlugin {
                 Reply::Answer(Produced::ToolText(text), _) if cx.takes_result_text() => {
                     return Ok(Outcome::CompleteText(text));
                 }
-                // A task's call: its result is kept as a value (of no more
-                // values than the bound, as the text's were counted).
+                // A result built as a value: a task's call (whose answer the
+                // client asks for no text of), or one the text could not keep.
                 Reply::Answer(result, weight) => (result.into_value(), weight),
                 Reply::Asked { parked, key, request } => {
                     // A client that cannot answer is told now, and the upstream's call let go.

@@ -140,6 +140,62 @@ mod tests {
     use crate::parking::Parking;
     use crate::spec::UpstreamSpec;
 
+    /// An upstream on loopback answering every request with a tool's result
+    /// under the request's own id; its `/mcp` URL.
+    async fn answering_tool_results() -> String {
+        use http_body_util::BodyExt as _;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let answering = hyper::service::service_fn(|request: http::Request<hyper::body::Incoming>| async {
+                        let body = request.into_body().collect().await?.to_bytes();
+                        let id = serde_json::from_slice::<serde_json::Value>(&body).unwrap()["id"].clone();
+                        let answer = json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "hi"}]}});
+                        let mut response =
+                            http::Response::new(http_body_util::Full::new(bytes::Bytes::from(answer.to_string())));
+                        response
+                            .headers_mut()
+                            .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+                        Ok::<_, hyper::Error>(response)
+                    });
+                    let io = hyper_util::rt::TokioIo::new(tcp);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, answering).await;
+                });
+            }
+        });
+        format!("http://{address}/mcp")
+    }
+
+    /// A `tools/call` answered at once gets its result as the text it came
+    /// as; a task's (whose context takes no text) gets it built, at once.
+    #[tokio::test]
+    async fn a_tool_s_result_is_kept_as_text_only_for_a_call_that_takes_text() {
+        use switchyard_protocol::Produced;
+
+        use crate::client::asked::Reply;
+
+        let url = answering_tool_results().await;
+        let spec = UpstreamSpec::parse(&json!({ "url": url }), &Default::default()).unwrap();
+        let policy =
+            OutboundPolicy { allowed_ranges: vec!["127.0.0.0/8".parse().unwrap()], ..OutboundPolicy::default() };
+        let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
+        let parking = Parking::new(bus);
+        let client = McpClient::new(spec, policy, UpstreamLimits::default(), "tools", &parking).unwrap();
+        let call = |cx| {
+            let client = Arc::clone(&client);
+            async move { client.request_interruptible("tools/call", Map::new(), Some("t"), &[], &cx).await.unwrap() }
+        };
+        let task_s = call(CallContext::detached(Instant::now() + std::time::Duration::from_secs(10))).await;
+        assert!(matches!(task_s, Reply::Answer(Produced::Value(_), _)), "a task's call was answered otherwise");
+        let at_once =
+            call(CallContext::detached(Instant::now() + std::time::Duration::from_secs(10)).taking_result_text()).await;
+        let Reply::Answer(Produced::ToolText(text), _) = at_once else { panic!("answered otherwise than as text") };
+        assert_eq!(text.into_value(), json!({"content": [{"type": "text", "text": "hi"}]}));
+    }
+
     /// A tool call's request future is moved whole at every layer above it,
     /// on every call: what only some requests do (learning the era, getting
     /// a token, opening a connection) is boxed where it happens, and the

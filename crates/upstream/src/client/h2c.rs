@@ -393,7 +393,10 @@ mod tests {
             headers.insert("mcp-method", http::HeaderValue::from_static("tools/call"));
             headers
         };
-        let answer = h2c.post(headers, Bytes::from_static(b"{}")).await.expect("answered the second time");
+        let answer = tokio::time::timeout(Duration::from_secs(10), h2c.post(headers, Bytes::from_static(b"{}")))
+            .await
+            .expect("answered in time")
+            .expect("answered the second time");
         assert_eq!(answer.status(), http::StatusCode::OK);
         assert_eq!(made.into_inner(), 2);
         assert_eq!(*seen.lock().unwrap(), vec![Some(http::HeaderValue::from_static("tools/call")); 2]);

@@ -60,8 +60,8 @@ impl<'a> RequestHeaders<'a> {
 
     /// [`RequestHeaders::into_map`], keeping these: for a cancel notice,
     /// made beside the request in a 2025-era session, and for each attempt
-    /// of an h2c request. (A name or value is cloned by a reference count,
-    /// or is static.)
+    /// of an h2c request. (A name or value is static, or shared: cloning it
+    /// counts a reference, once it has been made shared by its first clone.)
     pub(super) fn to_map(&self) -> HeaderMap {
         let mut map = self.base.clone();
         for (name, value) in &self.own {
