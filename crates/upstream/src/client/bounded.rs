@@ -184,14 +184,16 @@ mod tests {
         let bus: Arc<dyn NotificationBus> = Arc::new(InMemoryBus::new());
         let parking = Parking::new(bus);
         let client = McpClient::new(spec, policy, UpstreamLimits::default(), "tools", &parking).unwrap();
-        let call = |cx| {
+        // A call's context: a task's, or (`takes_text`) one answered at once.
+        let call = |takes_text: bool| {
             let client = Arc::clone(&client);
+            let cx = CallContext::detached(Instant::now() + std::time::Duration::from_secs(10));
+            let cx = if takes_text { cx.taking_result_text() } else { cx };
             async move { client.request_interruptible("tools/call", Map::new(), Some("t"), &[], &cx).await.unwrap() }
         };
-        let task_s = call(CallContext::detached(Instant::now() + std::time::Duration::from_secs(10))).await;
+        let task_s = call(false).await;
         assert!(matches!(task_s, Reply::Answer(Produced::Value(_), _)), "a task's call was answered otherwise");
-        let at_once =
-            call(CallContext::detached(Instant::now() + std::time::Duration::from_secs(10)).taking_result_text()).await;
+        let at_once = call(true).await;
         let Reply::Answer(Produced::ToolText(text), _) = at_once else { panic!("answered otherwise than as text") };
         assert_eq!(text.into_value(), json!({"content": [{"type": "text", "text": "hi"}]}));
     }

@@ -6,10 +6,10 @@
 //!
 //! Our own HTTP/1.1 connections write them from the two parts as they are;
 //! h2c (for each attempt), reqwest and a cancel notice, which take a
-//! `HeaderMap`, still get the base cloned and the request's own inserted into it. Before, every request
-//! made that map; without it, an upstream call over HTTP/1.1 cost the front
-//! 77,047 instructions against 78,783 (0.978; #18,
-//! `loadtest/callgrind-tools-call.sh` with `UPSTREAM=http1`).
+//! `HeaderMap`, still get the base cloned and the request's own inserted
+//! into it. Before, every request made that map; without it, an upstream
+//! call over HTTP/1.1 cost the front 77,047 instructions against 78,783
+//! (0.978; #18, `loadtest/callgrind-tools-call.sh` with `UPSTREAM=http1`).
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
