@@ -1,19 +1,26 @@
 //! Guest SDK for Switchyard WASM plugins.
 //!
 //! A plugin is a WebAssembly module built from Rust for `wasm32-wasip1`. The
-//! author describes each tool and writes it as a plain function from its JSON
+//! author describes each tool and writes it as a plain function from its
 //! arguments to a result; [`export_plugin!`] generates the exports the host
 //! calls. The host runs every call in a fresh instance, with a fuel or time
 //! budget and a memory cap, and with no filesystem, network, environment or
 //! clock beyond what the plugin's spec grants.
 //!
+//! A tool's function takes its arguments as a type deriving
+//! `serde::Deserialize`, read straight from the call's JSON, or as a
+//! [`Value`] to read by hand; a structured result may be any type deriving
+//! `serde::Serialize`, or a `Value`. The typed forms build no map, which is
+//! most of what a small tool's call costs in the guest.
+//!
 //! ```ignore
+//! use serde::{Deserialize, Serialize};
 //! use switchyard_guest::{Plugin, Tool, ToolResult, json, Value};
 //!
 //! fn plugin() -> Plugin {
-//!     // The definition is built when the host asks for the tools, not on
+//!     // The definitions are built when the host asks for the tools, not on
 //!     // every call (each call runs in a fresh instance that builds the plugin).
-//!     Plugin::new().deferred_tool("shout", shout_tool, shout)
+//!     Plugin::new().deferred_tool("shout", shout_tool, shout).deferred_tool("count", count_tool, count)
 //! }
 //!
 //! fn shout_tool() -> Tool {
@@ -24,6 +31,26 @@
 //! fn shout(args: Value) -> Result<ToolResult, String> {
 //!     let text = args["text"].as_str().ok_or("text must be a string")?;
 //!     Ok(ToolResult::text(text.to_uppercase()))
+//! }
+//!
+//! fn count_tool() -> Tool {
+//!     Tool::new("count", "Counts the words of a text.")
+//!         .input_schema(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}))
+//!         .output_schema(json!({"type": "object", "properties": {"words": {"type": "integer"}}, "required": ["words"]}))
+//! }
+//!
+//! #[derive(Deserialize)]
+//! struct Text {
+//!     text: String,
+//! }
+//!
+//! #[derive(Serialize)]
+//! struct Words {
+//!     words: usize,
+//! }
+//!
+//! fn count(args: Text) -> Result<ToolResult, String> {
+//!     Ok(ToolResult::structured(Words { words: args.text.split_whitespace().count() }))
 //! }
 //!
 //! switchyard_guest::export_plugin!(plugin);
@@ -60,9 +87,19 @@
 //! running out of fuel or time, or exceeding the memory cap ends the call
 //! with an `isError` result; the server is unaffected.
 
+#[doc(hidden)]
+pub mod abi;
 mod arena;
+mod result;
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 
 pub use arena::CallArena;
+pub use result::ToolResult;
 pub use serde_json::{Map, Value, json};
 
 /// The interface version this SDK speaks.
@@ -118,62 +155,24 @@ impl Tool {
     }
 }
 
-/// What a tool returns: an MCP `CallToolResult`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolResult {
-    result: Map<String, Value>,
+/// A tool's implementation: its arguments in, read as `A`, a result or an
+/// error message out. An `Err` becomes an `isError` result with that message.
+///
+/// `A` is [`Value`] for a tool that reads its arguments by hand, or any type
+/// deriving `serde::Deserialize`, which the arguments are read into straight
+/// from the call's JSON: no map is built for them, and a call whose arguments
+/// do not fit the type gets an `isError` result saying which member is wrong.
+pub type Handler<A = Value> = fn(A) -> Result<ToolResult, String>;
+
+/// A handler with its argument type erased: it reads the arguments' JSON text.
+type Run = Box<dyn Fn(&str) -> Result<ToolResult, String>>;
+
+fn run<A: DeserializeOwned + 'static>(handler: Handler<A>) -> Run {
+    Box::new(move |arguments| match serde_json::from_str(arguments) {
+        Ok(arguments) => handler(arguments),
+        Err(e) => Err(format!("invalid arguments: {e}")),
+    })
 }
-
-impl ToolResult {
-    /// A text result.
-    pub fn text(text: impl Into<String>) -> Self {
-        Self::from_content(vec![json!({"type": "text", "text": text.into()})])
-    }
-
-    /// A structured result: `structuredContent` is `value`, and the content
-    /// carries the same value as JSON text for clients that read only text.
-    pub fn structured(value: Value) -> Self {
-        // Not `value.to_string()`: `Display` writes through the formatting
-        // machinery, which cost the units example's call a tenth of its work.
-        let mut result = Self::text(serde_json::to_string(&value).unwrap_or_default());
-        result.result.insert("structuredContent".into(), value);
-        result
-    }
-
-    /// A tool-level failure the model should see (`isError: true`).
-    pub fn error(message: impl Into<String>) -> Self {
-        let mut result = Self::text(message);
-        result.result.insert("isError".into(), json!(true));
-        result
-    }
-
-    /// A result with these content blocks (MCP `ContentBlock` objects).
-    pub fn from_content(content: Vec<Value>) -> Self {
-        let mut result = Map::new();
-        result.insert("content".into(), Value::Array(content));
-        Self { result }
-    }
-
-    /// Says this result may be reused for `ttl_ms` milliseconds: by any
-    /// caller when `public`, else by the same caller only. The host keeps
-    /// it in its answer cache, for a tool annotated `readOnlyHint`, and
-    /// answers the same call with it meanwhile, without running the module.
-    #[must_use]
-    pub fn reusable_for(mut self, ttl_ms: u64, public: bool) -> Self {
-        self.result.insert("ttlMs".into(), json!(ttl_ms));
-        self.result.insert("cacheScope".into(), json!(if public { "public" } else { "private" }));
-        self
-    }
-
-    /// The `CallToolResult` object.
-    pub fn into_value(self) -> Value {
-        Value::Object(self.result)
-    }
-}
-
-/// A tool's implementation: arguments in, a result or an error message out.
-/// An `Err` becomes an `isError` result with that message.
-pub type Handler = fn(Value) -> Result<ToolResult, String>;
 
 /// How a tool's definition is had: built already, or built when the host
 /// asks for the module's tools.
@@ -186,7 +185,7 @@ enum Definition {
 struct Entry {
     name: String,
     definition: Definition,
-    handler: Handler,
+    run: Run,
 }
 
 /// The tools of one module.
@@ -195,22 +194,36 @@ pub struct Plugin {
     tools: Vec<Entry>,
 }
 
+/// What the host sends for a call: `{"name": …, "arguments": {…}}`. The
+/// arguments are left as the text they came as, for the called tool's
+/// handler to read as its own type.
+#[derive(Deserialize)]
+struct CallInput<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
 impl Plugin {
     /// A plugin with no tools yet.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Adds a tool.
+    /// Adds a tool. Its handler takes a [`Value`], or a type deriving
+    /// `serde::Deserialize` (see [`Handler`]).
     #[must_use]
-    pub fn tool(mut self, tool: Tool, handler: Handler) -> Self {
+    pub fn tool<A: DeserializeOwned + 'static>(mut self, tool: Tool, handler: Handler<A>) -> Self {
         let name = tool.name().to_owned();
-        self.tools.push(Entry { name, definition: Definition::Built(tool), handler });
+        self.tools.push(Entry { name, definition: Definition::Built(tool), run: run(handler) });
         self
     }
 
     /// Adds the tool `name`, whose definition `define` builds only when the
-    /// host asks for the module's tools (once, at registration).
+    /// host asks for the module's tools (once, at registration). Its handler
+    /// takes a [`Value`], or a type deriving `serde::Deserialize` (see
+    /// [`Handler`]).
     ///
     /// Every call runs in a fresh instance, so whatever [`export_plugin!`]'s
     /// function builds, it builds again for each call: with [`Plugin::tool`],
@@ -218,8 +231,13 @@ impl Plugin {
     /// handler of one. Prefer this form for tools with schemas. The name
     /// given here is the one calls are dispatched by and the one published.
     #[must_use]
-    pub fn deferred_tool(mut self, name: &str, define: fn() -> Tool, handler: Handler) -> Self {
-        self.tools.push(Entry { name: name.to_owned(), definition: Definition::Deferred(define), handler });
+    pub fn deferred_tool<A: DeserializeOwned + 'static>(
+        mut self,
+        name: &str,
+        define: fn() -> Tool,
+        handler: Handler<A>,
+    ) -> Self {
+        self.tools.push(Entry { name: name.to_owned(), definition: Definition::Deferred(define), run: run(handler) });
         self
     }
 
@@ -238,25 +256,21 @@ impl Plugin {
 
     /// Runs the call described by `input` (`{"name", "arguments"}`), returning a `CallToolResult`.
     pub fn call(&self, input: &[u8]) -> Value {
-        self.answer(input).0
+        self.answer(input).into_value()
     }
 
-    /// The call's `CallToolResult`, and what is left of its parsed input,
-    /// for [`abi::call`] to leave unfreed.
-    fn answer(&self, input: &[u8]) -> (Value, Value) {
-        let mut input: Value = match serde_json::from_slice(input) {
+    /// The call's result. Only the envelope is read here; the arguments are
+    /// read by the called tool's handler alone, as the type it takes.
+    fn answer(&self, input: &[u8]) -> ToolResult {
+        let input: CallInput<'_> = match serde_json::from_slice(input) {
             Ok(input) => input,
-            Err(e) => {
-                return (ToolResult::error(format!("malformed call from the host: {e}")).into_value(), Value::Null);
-            }
+            Err(e) => return ToolResult::error(format!("malformed call from the host: {e}")),
         };
-        let arguments = input.get_mut("arguments").map_or_else(|| json!({}), Value::take);
-        let name = input.get("name").and_then(Value::as_str).unwrap_or_default();
-        let result = match self.tools.iter().find(|entry| entry.name == name) {
-            Some(entry) => (entry.handler)(arguments).unwrap_or_else(ToolResult::error).into_value(),
-            None => ToolResult::error(format!("unknown tool {name}")).into_value(),
-        };
-        (result, input)
+        let arguments = input.arguments.map_or("{}", RawValue::get);
+        match self.tools.iter().find(|entry| entry.name == input.name) {
+            Some(entry) => (entry.run)(arguments).unwrap_or_else(ToolResult::error),
+            None => ToolResult::error(format!("unknown tool {}", input.name)),
+        }
     }
 }
 
@@ -302,65 +316,6 @@ macro_rules! export_plugin {
     };
 }
 
-/// The memory glue behind [`export_plugin!`]; not for direct use.
-#[doc(hidden)]
-pub mod abi {
-    use serde_json::Value;
-
-    /// A buffer the host writes `len` bytes of input into. Leaked on purpose:
-    /// [`input`] takes it back.
-    pub fn alloc(len: i32) -> i32 {
-        let len = usize::try_from(len).unwrap_or(0);
-        let mut buffer = Vec::<u8>::with_capacity(len);
-        let ptr = buffer.as_mut_ptr();
-        std::mem::forget(buffer);
-        ptr as usize as i32
-    }
-
-    /// Takes back the buffer [`alloc`] gave out, now holding `len` bytes of input.
-    pub fn input(ptr: i32, len: i32) -> Vec<u8> {
-        let len = usize::try_from(len).unwrap_or(0);
-        if len == 0 {
-            return Vec::new();
-        }
-        #[allow(unsafe_code, reason = "the host wrote exactly `len` bytes into the buffer `alloc(len)` returned")]
-        // SAFETY: `ptr` came from `alloc(len)` with capacity `len`, and the host
-        // initialised all `len` bytes before calling in.
-        unsafe {
-            Vec::from_raw_parts(ptr as usize as *mut u8, len, len)
-        }
-    }
-
-    /// Runs one call for the host and returns its packed output.
-    ///
-    /// Nothing the call built is freed: the instance ends with the call, and
-    /// its memory with it. Dropping the parsed input, the result, the plugin
-    /// and the input's buffer first was a fifth of the units example's work
-    /// in the guest (callgrind, natively), for memory nobody would use again.
-    pub fn call(plugin: super::Plugin, ptr: i32, len: i32) -> i64 {
-        let input = input(ptr, len);
-        let (result, rest) = plugin.answer(&input);
-        let packed = output(&result);
-        std::mem::forget((plugin, input, result, rest));
-        packed
-    }
-
-    /// Serialises `value` and leaks it for the host to read; the instance
-    /// ends after the call, so nothing needs freeing.
-    pub fn output(value: &Value) -> i64 {
-        // Most results are a few hundred bytes: start there rather than grow
-        // by doubling, each step a copy.
-        let mut bytes = Vec::with_capacity(512);
-        if serde_json::to_writer(&mut bytes, value).is_err() {
-            bytes.clear();
-        }
-        let len = bytes.len() as u64;
-        let ptr = bytes.as_mut_ptr() as usize as u64;
-        std::mem::forget(bytes);
-        ((ptr << 32) | (len & 0xffff_ffff)) as i64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,5 +355,47 @@ mod tests {
         assert_eq!(tools["tools"][0]["name"], "double");
         assert_eq!(tools["tools"][0]["inputSchema"]["required"][0], "n");
         assert_eq!(tools["tools"][1]["name"], "eager");
+    }
+
+    #[derive(Deserialize)]
+    struct Scale {
+        n: f64,
+        unit: String,
+        #[serde(default)]
+        by: Option<f64>,
+    }
+
+    fn scale(args: Scale) -> Result<ToolResult, String> {
+        #[derive(serde::Serialize)]
+        struct Scaled {
+            value: f64,
+            unit: String,
+        }
+        Ok(ToolResult::structured(Scaled { value: args.n * args.by.unwrap_or(2.0), unit: args.unit }))
+    }
+
+    #[test]
+    fn a_typed_handler_gets_its_arguments_read_into_its_type() {
+        let plugin =
+            Plugin::new().deferred_tool("scale", never_defined, scale).deferred_tool("double", never_defined, double);
+        let ok = plugin.call(br#"{"name":"scale","arguments":{"unit":"m","n":1.5,"extra":[1,{"a":2}]}}"#);
+        assert_eq!(ok["structuredContent"], json!({"value": 3.0, "unit": "m"}));
+        // The name may come escaped; the arguments after it or not at all.
+        let escaped = plugin.call(br#"{"arguments":{"n":1,"unit":"\u00b5m","by":3},"name":"sc\u0061le"}"#);
+        assert_eq!(escaped["structuredContent"], json!({"value": 3.0, "unit": "\u{b5}m"}));
+        assert_eq!(plugin.call(br#"{"name":"double","arguments":{"n":4}}"#)["structuredContent"]["value"], 8.0);
+        for (input, said) in [
+            (&br#"{"name":"scale","arguments":{"n":"one","unit":"m"}}"#[..], "invalid arguments: invalid type: string"),
+            (br#"{"name":"scale","arguments":{"n":1}}"#, "invalid arguments: missing field `unit`"),
+            (br#"{"name":"scale"}"#, "invalid arguments: missing field `n`"),
+            (br#"{"name":"scale","arguments":null}"#, "invalid arguments: missing field `n`"),
+            (br#"{"arguments":{}}"#, "malformed call from the host: missing field `name`"),
+            (br#"{"name":"scale","arguments":{"n":1,"unit":"m"}"#, "malformed call from the host"),
+        ] {
+            let result = plugin.call(input);
+            assert_eq!(result["isError"], true, "{}", String::from_utf8_lossy(input));
+            let text = result["content"][0]["text"].as_str().unwrap_or_default();
+            assert!(text.starts_with(said), "{text:?} for {}", String::from_utf8_lossy(input));
+        }
     }
 }

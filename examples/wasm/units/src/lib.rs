@@ -1,7 +1,8 @@
 //! A unit converter as a Switchyard WASM plugin: length, mass, volume,
 //! temperature, speed and data sizes, with a structured result.
 
-use switchyard_guest::{Plugin, Tool, ToolResult, Value, json};
+use serde::{Deserialize, Serialize};
+use switchyard_guest::{Plugin, Tool, ToolResult, json};
 
 /// Units by dimension, as (name, factor to the dimension's base unit).
 /// Temperature is affine and handled apart.
@@ -92,12 +93,26 @@ fn convert_tool() -> Tool {
         }))
 }
 
-fn convert(args: Value) -> Result<ToolResult, String> {
-    let value = args["value"].as_f64().ok_or("value must be a number")?;
-    let from = args["from"].as_str().ok_or("from must be a unit")?;
-    let to = args["to"].as_str().ok_or("to must be a unit")?;
-    let (dimension, converted) = convert_value(value, from, to)?;
-    Ok(ToolResult::structured(json!({"value": converted, "unit": to, "dimension": dimension})))
+/// A call's arguments, read straight from its JSON (the host has checked
+/// them against the input schema already).
+#[derive(Deserialize)]
+struct Convert {
+    value: f64,
+    from: String,
+    to: String,
+}
+
+/// The structured result, written as JSON without a map being built.
+#[derive(Serialize)]
+struct Converted<'a> {
+    value: f64,
+    unit: &'a str,
+    dimension: &'static str,
+}
+
+fn convert(args: Convert) -> Result<ToolResult, String> {
+    let (dimension, value) = convert_value(args.value, &args.from, &args.to)?;
+    Ok(ToolResult::structured(Converted { value, unit: &args.to, dimension }))
 }
 
 /// Converts `value` from one unit to another of the same dimension.
