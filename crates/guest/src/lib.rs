@@ -10,8 +10,10 @@
 //! A tool's function takes its arguments as a type deriving
 //! `serde::Deserialize`, read straight from the call's JSON, or as a
 //! [`Value`] to read by hand; a structured result may be any type deriving
-//! `serde::Serialize`, or a `Value`. The typed forms build no map, which is
-//! most of what a small tool's call costs in the guest.
+//! `serde::Serialize`, or a `Value`. The typed forms build no map, a large
+//! part of what a small tool's call costs in the guest. They need serde's
+//! derive in the plugin's crate: `serde = { version = "1", features =
+//! ["derive"] }` beside `switchyard-guest`.
 //!
 //! ```ignore
 //! use serde::{Deserialize, Serialize};
@@ -161,7 +163,13 @@ impl Tool {
 /// `A` is [`Value`] for a tool that reads its arguments by hand, or any type
 /// deriving `serde::Deserialize`, which the arguments are read into straight
 /// from the call's JSON: no map is built for them, and a call whose arguments
-/// do not fit the type gets an `isError` result saying which member is wrong.
+/// do not fit the type gets an `isError` result with serde's reason (a
+/// missing member by name; a value of the wrong type by what was expected and
+/// where, counted within the arguments).
+///
+/// [`Plugin::tool`] and [`Plugin::deferred_tool`] take `A` from the handler:
+/// a function names it in its signature, and a closure must name it too
+/// (`|args: Value| …`), as nothing else tells which type to read.
 pub type Handler<A = Value> = fn(A) -> Result<ToolResult, String>;
 
 /// A handler with its argument type erased: it reads the arguments' JSON text.
@@ -384,6 +392,17 @@ mod tests {
         let escaped = plugin.call(br#"{"arguments":{"n":1,"unit":"\u00b5m","by":3},"name":"sc\u0061le"}"#);
         assert_eq!(escaped["structuredContent"], json!({"value": 3.0, "unit": "\u{b5}m"}));
         assert_eq!(plugin.call(br#"{"name":"double","arguments":{"n":4}}"#)["structuredContent"]["value"], 8.0);
+        // What the host is given: the result written from its parts.
+        let mut out = Vec::new();
+        plugin.answer(br#"{"name":"scale","arguments":{"n":0.5,"unit":"m"}}"#).write(&mut out);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            r#"{"content":[{"type":"text","text":"{\"value\":1.0,\"unit\":\"m\"}"}],"structuredContent":{"value":1.0,"unit":"m"}}"#
+        );
+        // A handler taking a `Value` is given `{}` for absent or null arguments.
+        for input in [&br#"{"name":"double","arguments":null}"#[..], br#"{"name":"double"}"#] {
+            assert_eq!(plugin.call(input)["content"][0]["text"], "n must be a number");
+        }
         for (input, said) in [
             (&br#"{"name":"scale","arguments":{"n":"one","unit":"m"}}"#[..], "invalid arguments: invalid type: string"),
             (br#"{"name":"scale","arguments":{"n":1}}"#, "invalid arguments: missing field `unit`"),

@@ -39,14 +39,17 @@ impl ToolResult {
     /// any type that serialises to a JSON object, such as a struct deriving
     /// `serde::Serialize`), and the content carries the same value as JSON
     /// text for clients that read only text. A value that cannot be
-    /// serialised makes an `isError` result saying why.
+    /// serialised, or is not an object (MCP's `structuredContent` is one),
+    /// makes an `isError` result saying why.
     pub fn structured(value: impl Serialize) -> Self {
         match serde_json::to_string(&value) {
-            Ok(text) => {
+            // serde_json writes an object, and nothing else, starting with `{`.
+            Ok(text) if text.starts_with('{') => {
                 let mut result = Self::text(text.clone());
                 result.structured = Some(text);
                 result
             }
+            Ok(_) => Self::error("the tool's structured result is not a JSON object"),
             Err(e) => Self::error(format!("the tool's structured result cannot be written as JSON: {e}")),
         }
     }
@@ -98,8 +101,12 @@ impl ToolResult {
         Value::Object(result)
     }
 
-    /// Appends the result's JSON to `out`: compact, each member once, the
-    /// same object [`ToolResult::into_value`] gives.
+    /// Appends the result's JSON to `out`: the same object
+    /// [`ToolResult::into_value`] gives, each of its members once and no
+    /// space between tokens. Within `structuredContent` and the text block
+    /// that carries it, what a `Serialize` type writes is its own: a key given
+    /// twice by a flattened field, or a raw value's spacing, is written as
+    /// it is; the host checks the text and builds such a result as a value.
     pub(crate) fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"content\":[");
         for (i, block) in self.content.iter().enumerate() {
@@ -142,11 +149,32 @@ fn write_json(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
 mod tests {
     use super::*;
 
-    /// What the host reads: the written bytes, parsed.
+    /// A result's members, each taken once: serde refuses a member given
+    /// twice, and, here, one it does not name.
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    #[allow(dead_code, reason = "read only to refuse a member given twice or unknown")]
+    struct Members {
+        content: Vec<Value>,
+        structured_content: Option<Value>,
+        is_error: Option<bool>,
+        ttl_ms: Option<u64>,
+        cache_scope: Option<String>,
+    }
+
+    /// What the host reads: the written bytes, parsed, after checking that
+    /// they give each member once and are compact (as long as serde_json's
+    /// own writing of the value they parse to).
     fn written(result: &ToolResult) -> Value {
         let mut out = Vec::new();
         result.write(&mut out);
-        serde_json::from_slice(&out).expect("the written result is JSON")
+        let shown = String::from_utf8_lossy(&out).into_owned();
+        if let Err(e) = serde_json::from_slice::<Members>(&out) {
+            panic!("{e}: {shown}");
+        }
+        let value: Value = serde_json::from_slice(&out).expect("the written result is JSON");
+        assert_eq!(out.len(), serde_json::to_vec(&value).map(|v| v.len()).unwrap_or_default(), "{shown}");
+        value
     }
 
     #[derive(Serialize)]
@@ -200,5 +228,24 @@ mod tests {
         assert_eq!(value["isError"], true);
         assert!(value.get("structuredContent").is_none());
         assert!(value["content"][0]["text"].as_str().is_some_and(|t| t.contains("cannot be written as JSON")));
+    }
+
+    #[test]
+    fn a_structured_value_that_is_not_an_object_makes_an_error_result() {
+        let results = [
+            ToolResult::structured(42),
+            ToolResult::structured(()),
+            ToolResult::structured(None::<Value>),
+            ToolResult::structured(vec![1, 2]),
+            ToolResult::structured("text"),
+            ToolResult::structured(json!([{"a": 1}])),
+        ];
+        for result in results {
+            let value = written(&result);
+            assert_eq!(value["isError"], true, "{value}");
+            assert!(value.get("structuredContent").is_none(), "{value}");
+            assert_eq!(value["content"][0]["text"], "the tool's structured result is not a JSON object");
+        }
+        assert!(written(&ToolResult::structured(json!({}))).get("isError").is_none());
     }
 }
