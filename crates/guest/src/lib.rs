@@ -167,15 +167,25 @@ impl Tool {
 /// missing member by name; a value of the wrong type by what was expected and
 /// where, counted within the arguments).
 ///
-/// [`Plugin::tool`] and [`Plugin::deferred_tool`] take `A` from the handler:
-/// a function names it in its signature, and a closure must name it too
-/// (`|args: Value| …`), as nothing else tells which type to read.
+/// [`Plugin::tool`] and [`Plugin::deferred_tool`] take any function or
+/// closure of this shape, and `A` from it: a function names it in its
+/// signature, and a closure must name it too (`|args: Value| …`), as nothing
+/// else tells which type to read.
 pub type Handler<A = Value> = fn(A) -> Result<ToolResult, String>;
 
 /// A handler with its argument type erased: it reads the arguments' JSON text.
 type Run = Box<dyn Fn(&str) -> Result<ToolResult, String>>;
 
-fn run<A: DeserializeOwned + 'static>(handler: Handler<A>) -> Run {
+/// `handler` behind a [`Run`]. Given a function by name, `H` is that
+/// function's own type, of no size: the box allocates nothing and the
+/// function is called directly. A call through a function pointer is a
+/// `call_indirect` in WASM, whose table slot the host fills in on its first
+/// use in each instance, that is on every call (#18: about 850 instructions).
+fn run<A, H>(handler: H) -> Run
+where
+    A: DeserializeOwned + 'static,
+    H: Fn(A) -> Result<ToolResult, String> + 'static,
+{
     Box::new(move |arguments| match serde_json::from_str(arguments) {
         Ok(arguments) => handler(arguments),
         Err(e) => Err(format!("invalid arguments: {e}")),
@@ -222,7 +232,11 @@ impl Plugin {
     /// Adds a tool. Its handler takes a [`Value`], or a type deriving
     /// `serde::Deserialize` (see [`Handler`]).
     #[must_use]
-    pub fn tool<A: DeserializeOwned + 'static>(mut self, tool: Tool, handler: Handler<A>) -> Self {
+    pub fn tool<A, H>(mut self, tool: Tool, handler: H) -> Self
+    where
+        A: DeserializeOwned + 'static,
+        H: Fn(A) -> Result<ToolResult, String> + 'static,
+    {
         let name = tool.name().to_owned();
         self.tools.push(Entry { name, definition: Definition::Built(tool), run: run(handler) });
         self
@@ -239,12 +253,11 @@ impl Plugin {
     /// handler of one. Prefer this form for tools with schemas. The name
     /// given here is the one calls are dispatched by and the one published.
     #[must_use]
-    pub fn deferred_tool<A: DeserializeOwned + 'static>(
-        mut self,
-        name: &str,
-        define: fn() -> Tool,
-        handler: Handler<A>,
-    ) -> Self {
+    pub fn deferred_tool<A, H>(mut self, name: &str, define: fn() -> Tool, handler: H) -> Self
+    where
+        A: DeserializeOwned + 'static,
+        H: Fn(A) -> Result<ToolResult, String> + 'static,
+    {
         self.tools.push(Entry { name: name.to_owned(), definition: Definition::Deferred(define), run: run(handler) });
         self
     }
