@@ -73,8 +73,33 @@ pub enum LoadError {
 
 /// What the host keeps per instance.
 pub(crate) struct HostState {
-    wasi: WasiP1Ctx,
+    /// The instance's WASI context. Built before the run when the spec
+    /// grants anything (a granted directory is checked again before each
+    /// run, and a failed check must fail the call before the module runs;
+    /// variables are granted with it); else only on the module's first WASI
+    /// call ([`HostState::wasi`]), which a call making none never makes, as
+    /// the units example's does not (#18: making the context and dropping
+    /// it were about 2,000 of that call's instructions).
+    wasi: Option<WasiP1Ctx>,
+    /// The module's stderr, kept (bounded) to explain a failure.
+    stderr: MemoryOutputPipe,
     limiter: MemoryCap,
+}
+
+impl HostState {
+    /// The WASI context, made now if the run did not need it before: with
+    /// nothing granted, as it would have been made before the run.
+    fn wasi(&mut self) -> &mut WasiP1Ctx {
+        let Self { wasi, stderr, .. } = self;
+        wasi.get_or_insert_with(|| wasi_builder(stderr).build_p1())
+    }
+}
+
+/// A WASI context's builder granting nothing but `stderr`.
+fn wasi_builder(stderr: &MemoryOutputPipe) -> WasiCtxBuilder {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stderr(stderr.clone());
+    wasi
 }
 
 /// Refuses memory and table growth past the plugin's caps, and remembers
@@ -181,7 +206,7 @@ impl Runtime {
             Err(error) => return Err(LoadError::Invalid(error.to_string())),
         };
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state: &mut HostState| &mut state.wasi)
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, HostState::wasi)
             .map_err(|e| LoadError::Invalid(e.to_string()))?;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (weak, stop) = (engine.weak(), Arc::clone(&ticker_stop));
@@ -310,8 +335,7 @@ impl Runtime {
             () = tokio::time::sleep_until(deadline.into()) => return Err(RunError::Timeout),
             () = cancel.cancelled() => return Err(RunError::Cancelled),
         };
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let mut store = self.store(limits, grants, deadline, cancel, stderr.clone())?;
+        let mut store = self.store(limits, grants, deadline, cancel)?;
         let input = match entry {
             Entry::Describe => None,
             Entry::Call(bytes) => Some(bytes),
@@ -330,7 +354,7 @@ impl Runtime {
                 Some(Trap::Interrupt) if cancel.is_cancelled() => RunError::Cancelled,
                 Some(Trap::Interrupt) => RunError::Timeout,
                 Some(trap) => {
-                    let said = String::from_utf8_lossy(&stderr.contents()).trim().to_owned();
+                    let said = String::from_utf8_lossy(&store.data().stderr.contents()).trim().to_owned();
                     let last = said.lines().last().unwrap_or_default().chars().take(300).collect::<String>();
                     if last.is_empty() {
                         RunError::Trap(trap.to_string())
@@ -352,25 +376,11 @@ impl Runtime {
         grants: &Grants,
         deadline: Instant,
         cancel: &CancellationToken,
-        stderr: MemoryOutputPipe,
     ) -> Result<Store<HostState>, RunError> {
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stderr(stderr);
-        for dir in &grants.dirs {
-            // A link planted since registration must not lead out of the grant.
-            switchyard_core::plugin_spec::confined_now(std::path::Path::new(&dir.host), &dir.root)
-                .map_err(|e| RunError::Interface(format!("granted directory {}: {e}", dir.guest)))?;
-            let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
-            wasi.preopened_dir(&dir.host, &dir.guest, perms)
-                .map_err(|e| RunError::Interface(format!("cannot open granted directory {}: {e}", dir.guest)))?;
-        }
-        for (key, value) in &grants.env {
-            wasi.env(key, value);
-        }
-        let state = HostState {
-            wasi: wasi.build_p1(),
-            limiter: MemoryCap { memory_bytes: limits.memory_bytes, exceeded: false },
-        };
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let wasi = if grants.is_empty() { None } else { Some(Self::granted(grants, &stderr)?) };
+        let state =
+            HostState { wasi, stderr, limiter: MemoryCap { memory_bytes: limits.memory_bytes, exceeded: false } };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.set_fuel(limits.fuel).map_err(|e| RunError::Interface(e.to_string()))?;
@@ -388,6 +398,23 @@ impl Runtime {
             })
         });
         Ok(store)
+    }
+
+    /// The WASI context of a run whose spec grants directories or variables.
+    fn granted(grants: &Grants, stderr: &MemoryOutputPipe) -> Result<WasiP1Ctx, RunError> {
+        let mut wasi = wasi_builder(stderr);
+        for dir in &grants.dirs {
+            // A link planted since registration must not lead out of the grant.
+            switchyard_core::plugin_spec::confined_now(std::path::Path::new(&dir.host), &dir.root)
+                .map_err(|e| RunError::Interface(format!("granted directory {}: {e}", dir.guest)))?;
+            let perms = if dir.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+            wasi.preopened_dir(&dir.host, &dir.guest, perms)
+                .map_err(|e| RunError::Interface(format!("cannot open granted directory {}: {e}", dir.guest)))?;
+        }
+        for (key, value) in &grants.env {
+            wasi.env(key, value);
+        }
+        Ok(wasi.build_p1())
     }
 
     async fn enter(

@@ -84,6 +84,14 @@ pub struct Grants {
     pub env: Vec<(String, String)>,
 }
 
+impl Grants {
+    /// Whether nothing is granted: no directory and no variable.
+    pub fn is_empty(&self) -> bool {
+        let Self { dirs, env } = self;
+        dirs.is_empty() && env.is_empty()
+    }
+}
+
 /// A host directory the module may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Preopen {

@@ -15,6 +15,8 @@ use switchyard_wasm::{LoadError, Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
 const DESCRIBE: &str = r#"{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}"#;
 const RESULT: &str = r#"{"content":[{"type":"text","text":"ok"}]}"#;
+/// The result `seen`, beside [`RESULT`]'s `ok`.
+const SEEN_RESULT: &str = r#"{"content":[{"type":"text","text":"seen"}]}"#;
 
 /// A module speaking ABI 1 whose `switchyard_call` body is `call_body`.
 fn module(call_body: &str) -> Vec<u8> {
@@ -184,7 +186,6 @@ async fn bad_modules_are_refused_at_load() {
 /// run one after another or at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_call_sees_what_another_left() {
-    const SEEN: &str = r#"{"content":[{"type":"text","text":"seen"}]}"#;
     let escape = |s: &str| s.replace('"', "\\\"");
     let bytes = format!(
         r#"(module
@@ -208,10 +209,10 @@ async fn no_call_sees_what_another_left() {
         i64.const {fresh_packed}))))"#,
         describe = escape(DESCRIBE),
         fresh = escape(RESULT),
-        seen = escape(SEEN),
+        seen = escape(SEEN_RESULT),
         describe_packed = (1024u64 << 32) | DESCRIBE.len() as u64,
         fresh_packed = (2048u64 << 32) | RESULT.len() as u64,
-        seen_packed = (3072u64 << 32) | SEEN.len() as u64,
+        seen_packed = (3072u64 << 32) | SEEN_RESULT.len() as u64,
     )
     .into_bytes();
     let runtime = runtime();
@@ -232,4 +233,77 @@ async fn no_call_sees_what_another_left() {
     for handle in at_once {
         assert_eq!(text(handle.await.unwrap()), "ok");
     }
+}
+
+/// What [`wasi_module`]'s guest may write to stderr.
+const SAID: &str = "the guest said so";
+
+/// A module whose call runs `call_body`, with WASI's `fd_write` and
+/// `environ_sizes_get` imported, [`SAID`] at 4200 and an iovec of it at
+/// 4096, and the results `ok` (2048) and `seen` (3072) to return.
+fn wasi_module(call_body: &str) -> Vec<u8> {
+    let escape = |s: &str| s.replace('"', "\\\"");
+    format!(
+        r#"(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "environ_sizes_get" (func $environ_sizes (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 1024) "{describe}")
+  (data (i32.const 2048) "{ok}")
+  (data (i32.const 3072) "{seen}")
+  (data (i32.const 4096) "\68\10\00\00\{said_len:02x}\00\00\00")
+  (data (i32.const 4200) "{SAID}")
+  (func (export "switchyard_abi_version") (result i32) i32.const 1)
+  (func (export "switchyard_alloc") (param i32) (result i32) i32.const 8192)
+  (func (export "switchyard_describe") (result i64) i64.const {describe_packed})
+  (func (export "switchyard_call") (param i32 i32) (result i64) {call_body}))"#,
+        describe = escape(DESCRIBE),
+        ok = escape(RESULT),
+        seen = escape(SEEN_RESULT),
+        said_len = SAID.len(),
+        describe_packed = (1024u64 << 32) | DESCRIBE.len() as u64,
+    )
+    .into_bytes()
+}
+
+/// [`wasi_module`] of `call_body`, loaded with `grants`.
+async fn load_granted(runtime: &Arc<Runtime>, call_body: &str, grants: Value) -> WasmPlugin {
+    let bytes = wasi_module(call_body);
+    let sha = digest(&bytes);
+    let module = runtime.compile(&sha, bytes).await.unwrap();
+    let spec =
+        WasmSpec::parse(&json!({"artifact": sha, "grants": grants}), 64 << 20, &switchyard_wasm::HostDirs::default())
+            .unwrap();
+    WasmPlugin::load(runtime, "plg_test", &module, spec).await.unwrap()
+}
+
+#[tokio::test]
+async fn wasi_is_there_when_a_call_first_asks_for_it_and_grants_only_what_the_spec_says() {
+    let runtime = runtime();
+    let granting = json!({"env": {"UNITS": "metric"}});
+    // What the module writes to stderr before it traps explains the trap,
+    // whether its WASI context is made at that write or before the run.
+    let said = "(drop (call $fd_write (i32.const 2) (i32.const 4096) (i32.const 1) (i32.const 4104))) unreachable";
+    for grants in [json!({}), granting.clone()] {
+        let error = tool_error(call(&load_granted(&runtime, said, grants.clone()).await).await);
+        assert!(error.contains("trapped") && error.contains(SAID), "{grants}: {error}");
+    }
+    // `ok` when the module sees exactly `expected` environment variables, else `seen`.
+    let counting = |expected: u32| {
+        format!(
+            "(drop (call $environ_sizes (i32.const 4400) (i32.const 4404))) \
+             (if (result i64) (i32.eq (i32.load (i32.const 4400)) (i32.const {expected})) \
+             (then i64.const {ok}) (else i64.const {seen}))",
+            ok = (2048u64 << 32) | RESULT.len() as u64,
+            seen = (3072u64 << 32) | SEEN_RESULT.len() as u64,
+        )
+    };
+    let text = |outcome: Result<Outcome, PluginError>| match outcome {
+        Ok(Outcome::Complete(result)) => result["content"][0]["text"].as_str().unwrap_or_default().to_owned(),
+        other => panic!("expected a result, got {other:?}"),
+    };
+    let ungranted = load_granted(&runtime, &counting(0), json!({})).await;
+    assert_eq!(text(call(&ungranted).await), "ok", "no variable without a grant");
+    let granted = load_granted(&runtime, &counting(1), granting).await;
+    assert_eq!(text(call(&granted).await), "ok", "the granted variable, and it alone");
 }
