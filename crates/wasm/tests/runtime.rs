@@ -20,13 +20,21 @@ const SEEN_RESULT: &str = r#"{"content":[{"type":"text","text":"seen"}]}"#;
 
 /// A module speaking ABI 1 whose `switchyard_call` body is `call_body`.
 fn module(call_body: &str) -> Vec<u8> {
+    abi_module(r#"(import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))"#, "", call_body)
+}
+
+/// A module speaking ABI 1 that imports `imports`, holds `data` beside the
+/// tool list (1024) and the result `ok` (2048), and whose `switchyard_call`
+/// body is `call_body`.
+fn abi_module(imports: &str, data: &str, call_body: &str) -> Vec<u8> {
     let escape = |s: &str| s.replace('"', "\\\"");
     format!(
         r#"(module
-  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  {imports}
   (memory (export "memory") 1)
   (data (i32.const 1024) "{describe}")
   (data (i32.const 2048) "{result}")
+  {data}
   (func (export "switchyard_abi_version") (result i32) i32.const 1)
   (func (export "switchyard_alloc") (param i32) (result i32) i32.const 8192)
   (func (export "switchyard_describe") (result i64) i64.const {describe_packed})
@@ -242,28 +250,16 @@ const SAID: &str = "the guest said so";
 /// `environ_sizes_get` imported, [`SAID`] at 4200 and an iovec of it at
 /// 4096, and the results `ok` (2048) and `seen` (3072) to return.
 fn wasi_module(call_body: &str) -> Vec<u8> {
-    let escape = |s: &str| s.replace('"', "\\\"");
-    format!(
-        r#"(module
-  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
-  (import "wasi_snapshot_preview1" "environ_sizes_get" (func $environ_sizes (param i32 i32) (result i32)))
-  (memory (export "memory") 1)
-  (data (i32.const 1024) "{describe}")
-  (data (i32.const 2048) "{ok}")
-  (data (i32.const 3072) "{seen}")
+    let imports = r#"(import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "environ_sizes_get" (func $environ_sizes (param i32 i32) (result i32)))"#;
+    let data = format!(
+        r#"(data (i32.const 3072) "{seen}")
   (data (i32.const 4096) "\68\10\00\00\{said_len:02x}\00\00\00")
-  (data (i32.const 4200) "{SAID}")
-  (func (export "switchyard_abi_version") (result i32) i32.const 1)
-  (func (export "switchyard_alloc") (param i32) (result i32) i32.const 8192)
-  (func (export "switchyard_describe") (result i64) i64.const {describe_packed})
-  (func (export "switchyard_call") (param i32 i32) (result i64) {call_body}))"#,
-        describe = escape(DESCRIBE),
-        ok = escape(RESULT),
-        seen = escape(SEEN_RESULT),
+  (data (i32.const 4200) "{SAID}")"#,
+        seen = SEEN_RESULT.replace('"', "\\\""),
         said_len = SAID.len(),
-        describe_packed = (1024u64 << 32) | DESCRIBE.len() as u64,
-    )
-    .into_bytes()
+    );
+    abi_module(imports, &data, call_body)
 }
 
 /// [`wasi_module`] of `call_body`, loaded with `grants`.
