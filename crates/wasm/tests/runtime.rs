@@ -71,6 +71,14 @@ async fn call(plugin: &WasmPlugin) -> Result<Outcome, PluginError> {
     plugin.call_tool("t", Map::new(), CallContext::detached(Instant::now() + Duration::from_secs(30))).await
 }
 
+/// The text of a complete result's first content block.
+fn text_of(outcome: Result<Outcome, PluginError>) -> String {
+    match outcome {
+        Ok(Outcome::Complete(result)) => result["content"][0]["text"].as_str().unwrap_or_default().to_owned(),
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
 fn tool_error(result: Result<Outcome, PluginError>) -> String {
     match result {
         Err(PluginError::Tool(message)) => message,
@@ -225,12 +233,8 @@ async fn no_call_sees_what_another_left() {
     .into_bytes();
     let runtime = runtime();
     let plugin = Arc::new(load(&runtime, bytes, json!({})).await.unwrap());
-    let text = |outcome: Result<Outcome, PluginError>| match outcome {
-        Ok(Outcome::Complete(result)) => result["content"][0]["text"].as_str().unwrap_or_default().to_owned(),
-        other => panic!("expected a result, got {other:?}"),
-    };
     for _ in 0..20 {
-        assert_eq!(text(call(&plugin).await), "ok");
+        assert_eq!(text_of(call(&plugin).await), "ok");
     }
     let at_once: Vec<_> = (0..40)
         .map(|_| {
@@ -239,7 +243,7 @@ async fn no_call_sees_what_another_left() {
         })
         .collect();
     for handle in at_once {
-        assert_eq!(text(handle.await.unwrap()), "ok");
+        assert_eq!(text_of(handle.await.unwrap()), "ok");
     }
 }
 
@@ -264,12 +268,19 @@ fn wasi_module(call_body: &str) -> Vec<u8> {
 
 /// [`wasi_module`] of `call_body`, loaded with `grants`.
 async fn load_granted(runtime: &Arc<Runtime>, call_body: &str, grants: Value) -> WasmPlugin {
-    let bytes = wasi_module(call_body);
+    load_with(runtime, wasi_module(call_body), grants, &switchyard_wasm::HostDirs::default()).await
+}
+
+/// `bytes` loaded with `grants`, which may name directories in `host_dirs`.
+async fn load_with(
+    runtime: &Arc<Runtime>,
+    bytes: Vec<u8>,
+    grants: Value,
+    host_dirs: &switchyard_wasm::HostDirs,
+) -> WasmPlugin {
     let sha = digest(&bytes);
     let module = runtime.compile(&sha, bytes).await.unwrap();
-    let spec =
-        WasmSpec::parse(&json!({"artifact": sha, "grants": grants}), 64 << 20, &switchyard_wasm::HostDirs::default())
-            .unwrap();
+    let spec = WasmSpec::parse(&json!({"artifact": sha, "grants": grants}), 64 << 20, host_dirs).unwrap();
     WasmPlugin::load(runtime, "plg_test", &module, spec).await.unwrap()
 }
 
@@ -294,12 +305,38 @@ async fn wasi_is_there_when_a_call_first_asks_for_it_and_grants_only_what_the_sp
             seen = (3072u64 << 32) | SEEN_RESULT.len() as u64,
         )
     };
-    let text = |outcome: Result<Outcome, PluginError>| match outcome {
-        Ok(Outcome::Complete(result)) => result["content"][0]["text"].as_str().unwrap_or_default().to_owned(),
-        other => panic!("expected a result, got {other:?}"),
-    };
     let ungranted = load_granted(&runtime, &counting(0), json!({})).await;
-    assert_eq!(text(call(&ungranted).await), "ok", "no variable without a grant");
+    assert_eq!(text_of(call(&ungranted).await), "ok", "no variable without a grant");
     let granted = load_granted(&runtime, &counting(1), granting).await;
-    assert_eq!(text(call(&granted).await), "ok", "the granted variable, and it alone");
+    assert_eq!(text_of(call(&granted).await), "ok", "the granted variable, and it alone");
+}
+
+#[tokio::test]
+async fn a_granted_directory_is_there_from_the_start_and_checked_before_each_run() {
+    let runtime = runtime();
+    let allowed = tempfile::tempdir().unwrap();
+    let granted_dir = allowed.path().join("data");
+    std::fs::create_dir(&granted_dir).unwrap();
+    let host_dirs = switchyard_wasm::HostDirs { readable: vec![allowed.path().to_owned()], writable: Vec::new() };
+    // `ok` when descriptor 3 is a preopened directory, else `seen`.
+    let bytes = abi_module(
+        r#"(import "wasi_snapshot_preview1" "fd_prestat_get" (func $prestat (param i32 i32) (result i32)))"#,
+        &format!(r#"(data (i32.const 3072) "{}")"#, SEEN_RESULT.replace('"', "\\\"")),
+        &format!(
+            "(if (result i64) (i32.eqz (call $prestat (i32.const 3) (i32.const 4400))) \
+             (then i64.const {ok}) (else i64.const {seen}))",
+            ok = (2048u64 << 32) | RESULT.len() as u64,
+            seen = (3072u64 << 32) | SEEN_RESULT.len() as u64,
+        ),
+    );
+    let ungranted = load_with(&runtime, bytes.clone(), json!({}), &host_dirs).await;
+    assert_eq!(text_of(call(&ungranted).await), "seen", "no directory without a grant");
+    let grants = json!({"dirs": [{"host": granted_dir.to_str().unwrap(), "guest": "/data"}]});
+    let granted = load_with(&runtime, bytes, grants, &host_dirs).await;
+    assert_eq!(text_of(call(&granted).await), "ok", "the granted directory");
+    // A link planted in its place since registration fails the call before the module runs.
+    std::fs::remove_dir(&granted_dir).unwrap();
+    std::os::unix::fs::symlink("/", &granted_dir).unwrap();
+    let error = tool_error(call(&granted).await);
+    assert!(error.contains("granted directory /data"), "{error}");
 }
