@@ -58,13 +58,23 @@ fn runtime() -> Arc<Runtime> {
     Runtime::new(RuntimeConfig { max_instances: 4, max_memory_bytes: 64 << 20, pooling: true }).unwrap()
 }
 
-async fn load(runtime: &Arc<Runtime>, bytes: Vec<u8>, limits: Value) -> Result<WasmPlugin, LoadError> {
+/// `bytes` loaded under a spec of `members` and the artifact's digest; a
+/// directory it grants must lie in `host_dirs`.
+async fn load_spec(
+    runtime: &Arc<Runtime>,
+    bytes: Vec<u8>,
+    mut members: Value,
+    host_dirs: &switchyard_wasm::HostDirs,
+) -> Result<WasmPlugin, LoadError> {
     let sha = digest(&bytes);
     let module = runtime.compile(&sha, bytes).await?;
-    let spec =
-        WasmSpec::parse(&json!({"artifact": sha, "limits": limits}), 64 << 20, &switchyard_wasm::HostDirs::default())
-            .unwrap();
+    members["artifact"] = json!(sha);
+    let spec = WasmSpec::parse(&members, 64 << 20, host_dirs).unwrap();
     WasmPlugin::load(runtime, "plg_test", &module, spec).await
+}
+
+async fn load(runtime: &Arc<Runtime>, bytes: Vec<u8>, limits: Value) -> Result<WasmPlugin, LoadError> {
+    load_spec(runtime, bytes, json!({"limits": limits}), &switchyard_wasm::HostDirs::default()).await
 }
 
 async fn call(plugin: &WasmPlugin) -> Result<Outcome, PluginError> {
@@ -278,10 +288,7 @@ async fn load_with(
     grants: Value,
     host_dirs: &switchyard_wasm::HostDirs,
 ) -> WasmPlugin {
-    let sha = digest(&bytes);
-    let module = runtime.compile(&sha, bytes).await.unwrap();
-    let spec = WasmSpec::parse(&json!({"artifact": sha, "grants": grants}), 64 << 20, host_dirs).unwrap();
-    WasmPlugin::load(runtime, "plg_test", &module, spec).await.unwrap()
+    load_spec(runtime, bytes, json!({"grants": grants}), host_dirs).await.unwrap()
 }
 
 #[tokio::test]
