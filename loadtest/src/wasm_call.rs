@@ -11,17 +11,21 @@ use sha2::{Digest, Sha256};
 use switchyard_core::{CallContext, Plugin};
 use switchyard_wasm::{Runtime, RuntimeConfig, WasmPlugin, WasmSpec};
 
-/// A module that answers every call at once: the host's own cost.
+/// A module that answers every call at once: the host's own cost. It keeps
+/// room for the input at 8192, as the guest SDK's modules do, so the host
+/// writes it there without calling `switchyard_alloc`.
 fn empty_module() -> Vec<u8> {
     let document = r#"{"tools":[],"content":[]}"#;
     format!(
         r#"(module (memory (export "memory") 1) (data (i32.const 2048) "{}")
   (func (export "switchyard_abi_version") (result i32) i32.const 1)
   (func (export "switchyard_alloc") (param i32) (result i32) i32.const 8192)
+  (func (export "switchyard_input_buffer") (result i64) i64.const {input_buffer})
   (func (export "switchyard_describe") (result i64) i64.const {packed})
   (func (export "switchyard_call") (param i32 i32) (result i64) i64.const {packed}))"#,
         document.replace('"', r#"\""#),
-        packed = (2048u64 << 32) | document.len() as u64
+        packed = (2048u64 << 32) | document.len() as u64,
+        input_buffer = (8192u64 << 32) | 4096,
     )
     .into_bytes()
 }

@@ -83,6 +83,17 @@
 //! | `switchyard_alloc` | `(len: i32) -> i32` | a buffer of `len` bytes for the host to write input into |
 //! | `switchyard_describe` | `() -> i64` | packed `{"tools": [Tool, …]}` (MCP `Tool` objects, names without the namespace) |
 //! | `switchyard_call` | `(ptr: i32, len: i32) -> i64` | input `{"name": …, "arguments": {…}}`, output packed `CallToolResult` |
+//! | `switchyard_input_buffer` (optional) | `() -> i64` | packed, its low half the capacity: where the host may write a call's input without calling `switchyard_alloc` (asked once, at load) |
+//!
+//! The optional export only spares the host a call. A host that knows it
+//! writes an input that fits there and calls `switchyard_call` with that
+//! address; a longer input, or a host that does not know it, goes through
+//! `switchyard_alloc`, which stays required. A module with it runs on any
+//! host of version 1, and a module without it on this one. A module written
+//! without this SDK that exports it must keep the buffer at the same address
+//! in every fresh instance, within the memory it has when `_initialize` has
+//! run, and for nothing else: the host asks once and a buffer outside that
+//! memory fails the load.
 //!
 //! A reactor's `_initialize`, when present, is called first. The host never
 //! frees guest memory: an instance lives for one call. A trap (a panic, say),
@@ -323,6 +334,13 @@ macro_rules! export_plugin {
         #[unsafe(no_mangle)]
         pub extern "C" fn switchyard_alloc(len: i32) -> i32 {
             $crate::abi::alloc(len)
+        }
+
+        #[allow(unsafe_code, reason = "the export names are the interface the host links against")]
+        #[doc = "Where the host may write a call's input without asking for a buffer."]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn switchyard_input_buffer() -> i64 {
+            $crate::abi::input_buffer()
         }
 
         #[allow(unsafe_code, reason = "the export names are the interface the host links against")]

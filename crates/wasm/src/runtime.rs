@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -157,6 +157,23 @@ pub(crate) struct Prepared {
     alloc: Export,
     describe: Export,
     call: Export,
+    /// The optional export saying where a call's input may be written
+    /// without asking `switchyard_alloc` for a buffer.
+    input_buffer: Option<Export>,
+    /// What it said, when the module was loaded: every instance of a module
+    /// has its statics at the same addresses.
+    input_at: OnceLock<InputBuffer>,
+}
+
+/// Where a module takes a call's input without `switchyard_alloc`: checked
+/// at load to lie within the memory the module then had. Trusted no further
+/// than any of the module's own output: every write is still bounds-checked
+/// (a write outside its memory fails the call), and one inside it can harm
+/// only the module.
+#[derive(Debug, Clone, Copy)]
+struct InputBuffer {
+    ptr: u32,
+    capacity: u32,
 }
 
 /// One of a module's exports, by index, with its name for errors.
@@ -309,7 +326,18 @@ impl Runtime {
             .and_then(|ty| ty.func().map(|ty| ty.params().len() == 0 && ty.results().len() == 0))
             .unwrap_or(false);
         let initialize = if constructor { Some(export("_initialize")?) } else { None };
-        Ok(Prepared { pre, initialize, abi_version, memory, alloc, describe, call })
+        let input_buffer = export("switchyard_input_buffer").ok();
+        Ok(Prepared {
+            pre,
+            initialize,
+            abi_version,
+            memory,
+            alloc,
+            describe,
+            call,
+            input_buffer,
+            input_at: OnceLock::new(),
+        })
     }
 
     /// Waits for an instance slot, then runs `entry` in a fresh instance on
@@ -439,11 +467,29 @@ impl Runtime {
                 if version != 1 {
                     wasmtime::bail!("ABI version {version}; this host speaks 1");
                 }
+                if let Some(export) = &prepared.input_buffer {
+                    let packed = func::<(), i64>(&instance, store, export)?.call_async(&mut *store, ()).await? as u64;
+                    let (ptr, capacity) = ((packed >> 32) as u32, packed as u32);
+                    let end = u64::from(ptr) + u64::from(capacity);
+                    let size = memory.data_size(&*store) as u64;
+                    if end > size {
+                        wasmtime::bail!(
+                            "switchyard_input_buffer: {capacity} bytes at {ptr} lie outside the module's memory of {size} bytes"
+                        );
+                    }
+                    // Asked once per load, and a plugin is loaded once.
+                    let _ = prepared.input_at.set(InputBuffer { ptr, capacity });
+                }
                 func::<(), i64>(&instance, store, &prepared.describe)?.call_async(&mut *store, ()).await?
             }
             Some(input) => {
                 let len = i32::try_from(input.len()).map_err(|_| wasmtime::Error::msg("input too large"))?;
-                let ptr = func::<i32, i32>(&instance, store, &prepared.alloc)?.call_async(&mut *store, len).await?;
+                let ptr = match prepared.input_at.get() {
+                    // The input fits where the module keeps room for it: no
+                    // second entry into the instance (#18).
+                    Some(at) if input.len() <= at.capacity as usize => at.ptr as i32,
+                    _ => func::<i32, i32>(&instance, store, &prepared.alloc)?.call_async(&mut *store, len).await?,
+                };
                 memory.write(&mut *store, ptr as u32 as usize, input)?;
                 func::<(i32, i32), i64>(&instance, store, &prepared.call)?.call_async(&mut *store, (ptr, len)).await?
             }

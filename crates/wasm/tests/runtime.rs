@@ -347,3 +347,68 @@ async fn a_granted_directory_is_there_from_the_start_and_checked_before_each_run
     let error = tool_error(call(&granted).await);
     assert!(error.contains("granted directory /data"), "{error}");
 }
+
+/// A module that keeps room for a call's input at 16384, `capacity` bytes of
+/// it (its `switchyard_input_buffer` says so, packed at `at`), whose
+/// `switchyard_alloc` gives 8192 and remembers it was asked. A call answers
+/// `ok` when its input (a JSON object: its first byte is checked) is at 16384
+/// and nothing was allocated, `seen` when it is at 8192, and traps otherwise.
+fn buffered_module(at: u64, capacity: u64, buffer_signature: &str) -> Vec<u8> {
+    let bytes = abi_module(
+        r#"(global $allocated (mut i32) (i32.const 0))"#,
+        &format!(
+            r#"(data (i32.const 3072) "{seen}")
+  (func (export "switchyard_input_buffer") {buffer_signature} i64.const {packed})"#,
+            seen = SEEN_RESULT.replace('"', "\\\""),
+            packed = (at << 32) | capacity,
+        ),
+        &format!(
+            r#"(if (i32.ne (i32.load8_u (local.get 0)) (i32.const 123)) (then unreachable))
+    (if (result i64) (i32.and (i32.eq (local.get 0) (i32.const 16384)) (i32.eqz (global.get $allocated)))
+      (then {ok})
+      (else (if (result i64) (i32.eq (local.get 0) (i32.const 8192))
+        (then i64.const {seen_packed})
+        (else unreachable))))"#,
+            ok = ok_body(),
+            seen_packed = (3072u64 << 32) | SEEN_RESULT.len() as u64,
+        ),
+    );
+    let (plain_alloc, remembering_alloc) = (
+        r#"(param i32) (result i32) i32.const 8192)"#,
+        r#"(param i32) (result i32) (global.set $allocated (i32.const 1)) i32.const 8192)"#,
+    );
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(text.contains(plain_alloc), "abi_module's switchyard_alloc changed: {text}");
+    text.replace(plain_alloc, remembering_alloc).into_bytes()
+}
+
+/// An input that fits where the module keeps room for it is written there,
+/// without the call into `switchyard_alloc`; a longer one is not, and a
+/// module that names a place outside its memory is refused at load.
+#[tokio::test]
+async fn an_input_that_fits_the_modules_buffer_is_written_there() {
+    let runtime = runtime();
+    let plugin = load(&runtime, buffered_module(16384, 64, "(result i64)"), json!({})).await.unwrap();
+    let cx = || CallContext::detached(Instant::now() + Duration::from_secs(30));
+    // `{"name":"t","arguments":{}}`: 27 bytes.
+    assert_eq!(text_of(plugin.call_tool("t", Map::new(), cx()).await), "ok");
+    let long: Map<String, Value> = [("text".to_owned(), json!("x".repeat(64)))].into_iter().collect();
+    assert_eq!(text_of(plugin.call_tool("t", long, cx()).await), "seen");
+    let exactly = load(&runtime, buffered_module(16384, 27, "(result i64)"), json!({})).await.unwrap();
+    assert_eq!(text_of(call(&exactly).await), "ok", "an input as long as the buffer fits it");
+    let one_short = load(&runtime, buffered_module(16384, 26, "(result i64)"), json!({})).await.unwrap();
+    assert_eq!(text_of(call(&one_short).await), "seen");
+
+    // The module's memory is one page, 65,536 bytes.
+    let outside = load(&runtime, buffered_module(65_536 - 63, 64, "(result i64)"), json!({})).await.unwrap_err();
+    assert!(
+        matches!(outside, LoadError::Describe(_)) && outside.to_string().contains("outside the module's memory"),
+        "{outside}"
+    );
+    let wrapping = load(&runtime, buffered_module(u64::from(u32::MAX), 64, "(result i64)"), json!({})).await;
+    assert!(wrapping.unwrap_err().to_string().contains("outside the module's memory"));
+    assert_eq!(text_of(call(&plugin).await), "ok", "the host and other modules go on");
+
+    let err = load(&runtime, buffered_module(16384, 64, "(param i32) (result i64)"), json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("export switchyard_input_buffer"), "{err}");
+}

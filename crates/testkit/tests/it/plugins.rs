@@ -246,6 +246,11 @@ async fn structured_output_of_a_wasm_tool_is_checked_and_passed_through() {
     let stats = &reply.result()["structuredContent"];
     assert_eq!(stats["words"], 6);
     assert_eq!(stats["top_words"], json!([{"word": "be", "count": 2}, {"word": "to", "count": 2}]));
+    // An input longer than the room the module keeps for one (64 KiB) goes
+    // through `switchyard_alloc` instead, and reads the same.
+    let long = "word ".repeat(15_000);
+    let reply = client.request("tools/call", json!({"name": "text_analyze", "arguments": {"text": long}})).await;
+    assert_eq!(reply.result()["structuredContent"]["words"], 15_000, "{:?}", reply.result()["content"]);
     // Arguments are checked against the schema before the module runs.
     let bad = client.request("tools/call", json!({"name": "text_analyze", "arguments": {"top": 2}})).await;
     assert_eq!(bad.result()["isError"], true);
