@@ -468,8 +468,8 @@ impl Runtime {
                     wasmtime::bail!("ABI version {version}; this host speaks 1");
                 }
                 if let Some(export) = &prepared.input_buffer {
-                    let packed = func::<(), i64>(&instance, store, export)?.call_async(&mut *store, ()).await? as u64;
-                    let (ptr, capacity) = ((packed >> 32) as u32, packed as u32);
+                    let (ptr, capacity) =
+                        unpack(func::<(), i64>(&instance, store, export)?.call_async(&mut *store, ()).await?);
                     let end = u64::from(ptr) + u64::from(capacity);
                     let size = memory.data_size(&*store) as u64;
                     if end > size {
@@ -494,8 +494,8 @@ impl Runtime {
                 func::<(i32, i32), i64>(&instance, store, &prepared.call)?.call_async(&mut *store, (ptr, len)).await?
             }
         };
-        let packed = packed as u64;
-        let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+        let (ptr, len) = unpack(packed);
+        let (ptr, len) = (ptr as usize, len as usize);
         if len > MAX_OUTPUT {
             wasmtime::bail!("output of {len} bytes is above the {MAX_OUTPUT}-byte limit");
         }
@@ -503,6 +503,12 @@ impl Runtime {
         memory.read(&*store, ptr, &mut output)?;
         Ok(output)
     }
+}
+
+/// A packed value of the guest interface, `(ptr << 32) | len`, as its two halves.
+fn unpack(packed: i64) -> (u32, u32) {
+    let packed = packed as u64;
+    ((packed >> 32) as u32, packed as u32)
 }
 
 /// The function `export` of `instance`, checked to have the signature the

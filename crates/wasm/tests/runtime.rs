@@ -24,8 +24,8 @@ fn module(call_body: &str) -> Vec<u8> {
 }
 
 /// A module speaking ABI 1 that imports `imports`, holds `data` beside the
-/// tool list (1024) and the result `ok` (2048), and whose `switchyard_call`
-/// body is `call_body`.
+/// tool list (1024) and the results `ok` (2048) and `seen` (3072), and whose
+/// `switchyard_call` body is `call_body`.
 fn abi_module(imports: &str, data: &str, call_body: &str) -> Vec<u8> {
     let escape = |s: &str| s.replace('"', "\\\"");
     format!(
@@ -34,6 +34,7 @@ fn abi_module(imports: &str, data: &str, call_body: &str) -> Vec<u8> {
   (memory (export "memory") 1)
   (data (i32.const 1024) "{describe}")
   (data (i32.const 2048) "{result}")
+  (data (i32.const 3072) "{seen}")
   {data}
   (func (export "switchyard_abi_version") (result i32) i32.const 1)
   (func (export "switchyard_alloc") (param i32) (result i32) i32.const 8192)
@@ -41,13 +42,20 @@ fn abi_module(imports: &str, data: &str, call_body: &str) -> Vec<u8> {
   (func (export "switchyard_call") (param i32 i32) (result i64) {call_body}))"#,
         describe = escape(DESCRIBE),
         result = escape(RESULT),
+        seen = escape(SEEN_RESULT),
         describe_packed = (1024u64 << 32) | DESCRIBE.len() as u64,
     )
     .into_bytes()
 }
 
+/// A call body answering [`RESULT`], `ok`, as [`abi_module`] holds it.
 fn ok_body() -> String {
     format!("i64.const {}", (2048u64 << 32) | RESULT.len() as u64)
+}
+
+/// A call body answering [`SEEN_RESULT`], `seen`, as [`abi_module`] holds it.
+fn seen_body() -> String {
+    format!("i64.const {}", (3072u64 << 32) | SEEN_RESULT.len() as u64)
 }
 
 fn digest(bytes: &[u8]) -> String {
@@ -267,10 +275,8 @@ fn wasi_module(call_body: &str) -> Vec<u8> {
     let imports = r#"(import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "environ_sizes_get" (func $environ_sizes (param i32 i32) (result i32)))"#;
     let data = format!(
-        r#"(data (i32.const 3072) "{seen}")
-  (data (i32.const 4096) "\68\10\00\00\{said_len:02x}\00\00\00")
+        r#"(data (i32.const 4096) "\68\10\00\00\{said_len:02x}\00\00\00")
   (data (i32.const 4200) "{SAID}")"#,
-        seen = SEEN_RESULT.replace('"', "\\\""),
         said_len = SAID.len(),
     );
     abi_module(imports, &data, call_body)
@@ -307,9 +313,9 @@ async fn wasi_is_there_when_a_call_first_asks_for_it_and_grants_only_what_the_sp
         format!(
             "(drop (call $environ_sizes (i32.const 4400) (i32.const 4404))) \
              (if (result i64) (i32.eq (i32.load (i32.const 4400)) (i32.const {expected})) \
-             (then i64.const {ok}) (else i64.const {seen}))",
-            ok = (2048u64 << 32) | RESULT.len() as u64,
-            seen = (3072u64 << 32) | SEEN_RESULT.len() as u64,
+             (then {ok}) (else {seen}))",
+            ok = ok_body(),
+            seen = seen_body(),
         )
     };
     let ungranted = load_granted(&runtime, &counting(0), json!({})).await;
@@ -328,12 +334,12 @@ async fn a_granted_directory_is_there_from_the_start_and_checked_before_each_run
     // `ok` when descriptor 3 is a preopened directory, else `seen`.
     let bytes = abi_module(
         r#"(import "wasi_snapshot_preview1" "fd_prestat_get" (func $prestat (param i32 i32) (result i32)))"#,
-        &format!(r#"(data (i32.const 3072) "{}")"#, SEEN_RESULT.replace('"', "\\\"")),
+        "",
         &format!(
             "(if (result i64) (i32.eqz (call $prestat (i32.const 3) (i32.const 4400))) \
-             (then i64.const {ok}) (else i64.const {seen}))",
-            ok = (2048u64 << 32) | RESULT.len() as u64,
-            seen = (3072u64 << 32) | SEEN_RESULT.len() as u64,
+             (then {ok}) (else {seen}))",
+            ok = ok_body(),
+            seen = seen_body(),
         ),
     );
     let ungranted = load_with(&runtime, bytes.clone(), json!({}), &host_dirs).await;
@@ -357,9 +363,7 @@ fn buffered_module(at: u64, capacity: u64, buffer_signature: &str) -> Vec<u8> {
     let bytes = abi_module(
         r#"(global $allocated (mut i32) (i32.const 0))"#,
         &format!(
-            r#"(data (i32.const 3072) "{seen}")
-  (func (export "switchyard_input_buffer") {buffer_signature} i64.const {packed})"#,
-            seen = SEEN_RESULT.replace('"', "\\\""),
+            r#"(func (export "switchyard_input_buffer") {buffer_signature} i64.const {packed})"#,
             packed = (at << 32) | capacity,
         ),
         &format!(
@@ -367,10 +371,10 @@ fn buffered_module(at: u64, capacity: u64, buffer_signature: &str) -> Vec<u8> {
     (if (result i64) (i32.and (i32.eq (local.get 0) (i32.const 16384)) (i32.eqz (global.get $allocated)))
       (then {ok})
       (else (if (result i64) (i32.eq (local.get 0) (i32.const 8192))
-        (then i64.const {seen_packed})
+        (then {seen})
         (else unreachable))))"#,
             ok = ok_body(),
-            seen_packed = (3072u64 << 32) | SEEN_RESULT.len() as u64,
+            seen = seen_body(),
         ),
     );
     let (plain_alloc, remembering_alloc) = (
