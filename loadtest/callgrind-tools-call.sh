@@ -22,6 +22,9 @@
 # HTTP/1.1), and `up_echo` is called; the count is the front server's alone.
 # With WASM=MODULE (the units example), the call is that module's
 # `units_convert`, registered as namespace `units`.
+# With CLIENT_INFO=1, the request's `_meta` also carries the client's
+# `clientInfo` (a name and a version), as clients should send it with every
+# request; `loadtest`'s bodies leave it out.
 set -euo pipefail
 binary=$(realpath "$1")
 requests=${2:-2000}
@@ -58,7 +61,7 @@ SWITCHYARD_DATABASE_URL="sqlite://$work/registry.db" SWITCHYARD_UPSTREAM__ALLOWE
   "$binary" "${serve[@]}" >"$work/server.log" 2>&1 &
 server=$!
 
-python3 - "$port" "$requests" "$server" "$work" "$(dirname "$(realpath "$0")")" "${UPSTREAM:-}" "$upstream_port" "${WASM:+$(realpath "${WASM:-}")}" <<'EOF'
+python3 - "$port" "$requests" "$server" "$work" "$(dirname "$(realpath "$0")")" "${UPSTREAM:-}" "$upstream_port" "${WASM:+$(realpath "${WASM:-}")}" "${CLIENT_INFO:-}" <<'EOF'
 import json, subprocess, sys, time, glob
 port, requests, pid, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 sys.path.insert(0, sys.argv[5])
@@ -88,6 +91,10 @@ body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": 
     "name": tool, "arguments": arguments,
     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
               "io.modelcontextprotocol/clientCapabilities": {}}}})
+if sys.argv[9]:
+    body = json.loads(body)
+    body["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "loadtest", "version": "1.0"}
+    body = json.dumps(body)
 headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
            "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": tool}
 def call(n):

@@ -173,6 +173,16 @@ fn ordinary_calls_are_read_typed_as_the_general_path_reads_them() {
     assert!(full.meta.log_level.is_some() && full.meta.progress_token == Some(json!(5)));
     assert_eq!(full.meta.trace_context.unwrap().1.as_deref(), Some("a=b"));
     fast(&call(json!({"name": "t", "_meta": meta(json!({PROGRESS_TOKEN: "p", "traceparent": 5}))})));
+    // `clientInfo` is read with a `Value`'s checks but not built: any JSON
+    // the general path takes, at any depth, and a raw-value token not first.
+    for info in [
+        r#"{"name":"c\u00e9","version":"1","icons":[{"src":"x","sizes":["1x1"]}],"n":-1,"f":1.5e3,"b":true,"z":null}"#,
+        r#"[1,"a",[],{},null,false,18446744073709551615]"#,
+        r#""\ud83d\ude00""#,
+        r#"{"a":1,"a":2}"#,
+    ] {
+        fast(&call_with_client_info(info));
+    }
     // The version is `prepare`'s to check, as on the general path.
     fast(&call(json!({"name": "t", "_meta": {PROTOCOL_VERSION: "2099-01-01", CLIENT_CAPABILITIES: {}}})));
 }
@@ -222,6 +232,13 @@ fn anything_else_is_left_to_the_general_path() {
         call_with_client_info("1e400"),
         call_with_client_info(r#""\udc00""#),
         call_with_client_info(&format!("{}{}", "[".repeat(130), "]".repeat(130))),
+        call_with_client_info(&format!("{}{}", "{\"a\":".repeat(130), "}".repeat(130))),
+        call_with_client_info(r#"{"\udc00":1}"#),
+        call_with_client_info(r#"{"n":[1e400]}"#),
+        // A `Value` reads this as the JSON text in its string, which is not
+        // JSON; one whose text is JSON it takes, and the general path decides.
+        call_with_client_info(r#"{"$serde_json::private::RawValue":"nope"}"#),
+        call_with_client_info(r#"{"$serde_json::private::RawValue":"{}"}"#),
     ] {
         falls_back(&body);
     }

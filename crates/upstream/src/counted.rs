@@ -62,12 +62,9 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
+use switchyard_protocol::call::RAW_VALUE_TOKEN;
 use switchyard_protocol::meta::{META, SERVER_INFO};
 use switchyard_protocol::result_text::{Leaves, MemberKey, NotText, ToolResultText};
-
-/// The key by which serde_json's `Value` (with `raw_value` on) takes an
-/// object for raw JSON text (module docs).
-const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// Why a message was not parsed.
 #[derive(Debug)]
