@@ -22,7 +22,11 @@
 //! is skipped without the checks a `Value` makes (numbers out of range,
 //! lone surrogates), so every member this path does not type is read as a
 //! `Value`, or, where the server never reads it (`clientInfo`), with the
-//! same checks and not built ([`Unread`]).
+//! same checks and not built ([`Unread`]). A third: the two members kept as
+//! maps, `arguments` and `clientCapabilities`, are read as a `Value` and
+//! taken only when it is an object, since a `Map` reads a first key of
+//! serde_json's raw-value token as any key, where a `Value` parses its
+//! string again as JSON ([`RAW_VALUE_TOKEN`]).
 
 use std::marker::PhantomData;
 
@@ -69,8 +73,13 @@ impl ModernCall {
             _ => return None,
         };
         let Object(params) = envelope.params;
+        let arguments = match params.arguments {
+            None => None,
+            Some(Value::Object(arguments)) => Some(arguments),
+            Some(_) => return None,
+        };
         let meta = params.meta.0.into_request_meta()?;
-        Some(Self { id, name: params.name, arguments: params.arguments, meta })
+        Some(Self { id, name: params.name, arguments, meta })
     }
 }
 
@@ -88,8 +97,9 @@ struct Envelope<'a> {
 #[serde(deny_unknown_fields)]
 struct CallParams {
     name: String,
+    /// An object, or `null`; a `Value`, as the general path reads it (module docs).
     #[serde(default)]
-    arguments: Option<Map<String, Value>>,
+    arguments: Option<Value>,
     #[serde(rename = "_meta")]
     meta: Object<MetaMembers>,
 }
@@ -103,7 +113,8 @@ struct MetaMembers {
     #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
     protocol_version: String,
     #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
-    client_capabilities: Map<String, Value>,
+    /// An object; a `Value`, as the general path reads it (module docs).
+    client_capabilities: Value,
     /// Not used: read with the checks the general path's `Value` makes, but
     /// not built ([`Unread`]).
     #[serde(rename = "io.modelcontextprotocol/clientInfo", default)]
@@ -149,14 +160,16 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
 /// and the visitor keeps nothing.
 ///
 /// One thing a `Value` does that this must refuse instead: with serde_json's
-/// `raw_value` feature on (the workspace enables it), an object whose key is
-/// serde_json's private raw-value token is read as the JSON text in its
-/// string member, parsed again, which may fail. Such an object is refused
-/// here, so the general path reads the call and decides.
+/// `raw_value` feature on (the workspace enables it), an object whose first
+/// key is serde_json's private raw-value token is read as the JSON text in
+/// its string member, parsed again, which may fail. Here the token is
+/// refused as a key wherever it stands (stricter than a `Value`, which
+/// reads it as any key after the first), and the general path reads the
+/// call and decides.
 struct Unread;
 
 /// The key by which serde_json's `Value` (with `raw_value` on) takes an
-/// object for raw JSON text, to be parsed again: a reader that keeps or
+/// object, when it is its first, for raw JSON text, to be parsed again: a reader that keeps or
 /// skips JSON without building it refuses an object with this key.
 pub const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
@@ -238,12 +251,15 @@ impl MetaMembers {
     /// What [`RequestMeta::take`] makes of the same members, by the same
     /// checks; `None` where it would refuse one.
     fn into_request_meta(self) -> Option<RequestMeta> {
+        let Value::Object(client_capabilities) = self.client_capabilities else {
+            return None;
+        };
         let log_level = meta::log_level(self.log_level.as_ref()).ok()?;
         let progress_token = meta::progress_token(self.progress_token).ok()?;
         let trace_context = meta::trace_members(self.traceparent.as_ref(), self.tracestate.as_ref());
         Some(RequestMeta {
             protocol_version: self.protocol_version,
-            client_capabilities: self.client_capabilities,
+            client_capabilities,
             log_level,
             progress_token,
             trace_context,

@@ -173,8 +173,8 @@ fn ordinary_calls_are_read_typed_as_the_general_path_reads_them() {
     assert!(full.meta.log_level.is_some() && full.meta.progress_token == Some(json!(5)));
     assert_eq!(full.meta.trace_context.unwrap().1.as_deref(), Some("a=b"));
     fast(&call(json!({"name": "t", "_meta": meta(json!({PROGRESS_TOKEN: "p", "traceparent": 5}))})));
-    // `clientInfo` is read with a `Value`'s checks but not built: any JSON
-    // the general path takes, at any depth, and a raw-value token not first.
+    // `clientInfo` is read with a `Value`'s checks but not built: JSON of
+    // every kind, at any depth, read typed as the general path reads it.
     for info in [
         r#"{"name":"c\u00e9","version":"1","icons":[{"src":"x","sizes":["1x1"]}],"n":-1,"f":1.5e3,"b":true,"z":null}"#,
         r#"[1,"a",[],{},null,false,18446744073709551615]"#,
@@ -183,6 +183,17 @@ fn ordinary_calls_are_read_typed_as_the_general_path_reads_them() {
     ] {
         fast(&call_with_client_info(info));
     }
+    // The members kept as maps are read as a `Value` reads them: one whose
+    // first key is serde_json's raw-value token is the JSON in its string.
+    let token = r#"{"$serde_json::private::RawValue":"{\"x\":1}"}"#;
+    let raw = |arguments: &str, capabilities: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{arguments},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{capabilities}}}}}}}"#
+        )
+        .into_bytes()
+    };
+    assert_eq!(fast(&raw(token, "{}")).arguments.unwrap()["x"], 1);
+    assert_eq!(fast(&raw("{}", token)).meta.client_capabilities["x"], 1);
     // The version is `prepare`'s to check, as on the general path.
     fast(&call(json!({"name": "t", "_meta": {PROTOCOL_VERSION: "2099-01-01", CLIENT_CAPABILITIES: {}}})));
 }
@@ -239,6 +250,9 @@ fn anything_else_is_left_to_the_general_path() {
         // JSON; one whose text is JSON it takes, and the general path decides.
         call_with_client_info(r#"{"$serde_json::private::RawValue":"nope"}"#),
         call_with_client_info(r#"{"$serde_json::private::RawValue":"{}"}"#),
+        // Text a `Value` reads as something other than an object, or not as JSON.
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"$serde_json::private::RawValue":"5"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"$serde_json::private::RawValue":"nope"}}}}"#.to_vec(),
     ] {
         falls_back(&body);
     }
