@@ -112,8 +112,8 @@ struct CallParams {
 struct MetaMembers {
     #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
     protocol_version: String,
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
     /// An object; a `Value`, as the general path reads it (module docs).
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
     client_capabilities: Value,
     /// Not used: read with the checks the general path's `Value` makes, but
     /// not built ([`Unread`]).
@@ -169,8 +169,9 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
 struct Unread;
 
 /// The key by which serde_json's `Value` (with `raw_value` on) takes an
-/// object, when it is its first, for raw JSON text, to be parsed again: a reader that keeps or
-/// skips JSON without building it refuses an object with this key.
+/// object, when it is its first, for raw JSON text to be parsed again. A
+/// reader that keeps or skips JSON without building it refuses an object
+/// with this key.
 pub const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 impl<'de> Deserialize<'de> for Unread {
