@@ -87,14 +87,12 @@ if sys.argv[8]:
     r = c.getresponse(); r.read()
     assert r.status < 300, r.status
     tool, arguments, expected = "units_convert", {"value": 1, "from": "mi", "to": "km"}, b"1.609344"
-body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": tool, "arguments": arguments,
-    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-              "io.modelcontextprotocol/clientCapabilities": {}}}})
+meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}
 if sys.argv[9]:
-    body = json.loads(body)
-    body["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "loadtest", "version": "1.0"}
-    body = json.dumps(body)
+    meta["io.modelcontextprotocol/clientInfo"] = {"name": "loadtest", "version": "1.0"}
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": tool, "arguments": arguments, "_meta": meta}})
 headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
            "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": tool}
 def call(n):
