@@ -22,11 +22,11 @@
 //! is skipped without the checks a `Value` makes (numbers out of range,
 //! lone surrogates), so every member this path does not type is read as a
 //! `Value`, or, where the server never reads it (`clientInfo`), with the
-//! same checks and not built ([`Unread`]). A third: the two members kept as
+//! same checks and not built ([`Unbuilt`]). A third: the two members kept as
 //! maps, `arguments` and `clientCapabilities`, are read as a `Value` and
 //! taken only when it is an object, since a `Map` reads a first key of
 //! serde_json's raw-value token as any key, where a `Value` parses its
-//! string again as JSON ([`RAW_VALUE_TOKEN`]).
+//! string again as JSON ([`RAW_VALUE_TOKEN`](crate::RAW_VALUE_TOKEN)).
 
 use std::marker::PhantomData;
 
@@ -37,6 +37,7 @@ use serde_json::{Map, Value};
 
 use crate::jsonrpc::{RequestId, present};
 use crate::meta::{self, RequestMeta};
+use crate::unbuilt::{NoRawValue, Unbuilt};
 
 /// A modern `tools/call`, typed.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,9 +117,10 @@ struct MetaMembers {
     #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
     client_capabilities: Value,
     /// Not used: read with the checks the general path's `Value` makes, but
-    /// not built ([`Unread`]).
+    /// not built ([`Unbuilt`]); an object keyed by the raw-value token
+    /// anywhere in it is refused, and left to the general path ([`NoRawValue`]).
     #[serde(rename = "io.modelcontextprotocol/clientInfo", default)]
-    _client_info: Option<Unread>,
+    _client_info: Option<Unbuilt<NoRawValue>>,
     #[serde(rename = "io.modelcontextprotocol/logLevel", default, deserialize_with = "present")]
     log_level: Option<Value>,
     #[serde(rename = "progressToken", default, deserialize_with = "present")]
@@ -146,105 +148,6 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
             }
         }
         deserializer.deserialize_map(Members(PhantomData)).map(Object)
-    }
-}
-
-/// A JSON value read with every check the general path's parse into a
-/// `Value` makes, and not built: `clientInfo`, which clients should send
-/// with every request and which the server never reads. Built as a `Value`
-/// and dropped, a name and a version cost a map, four strings and their
-/// frees; skipped as [`serde::de::IgnoredAny`] skips, numbers out of range
-/// and lone surrogates would pass. Read value by value through
-/// `deserialize_any` instead, serde_json parses each number and string as
-/// it does for a `Value` (and counts the nesting against the same limit),
-/// and the visitor keeps nothing.
-///
-/// One thing a `Value` does that this must refuse instead: with serde_json's
-/// `raw_value` feature on (the workspace enables it), an object whose first
-/// key is serde_json's private raw-value token is read as the JSON text in
-/// its string member, parsed again, which may fail. Here the token is
-/// refused as a key wherever it stands (stricter than a `Value`, which
-/// reads it as any key after the first), and the general path reads the
-/// call and decides.
-struct Unread;
-
-/// The key by which serde_json's `Value` (with `raw_value` on) takes an
-/// object, when it is its first, for raw JSON text to be parsed again. A
-/// reader that keeps or skips JSON without building it refuses an object
-/// with this key.
-pub const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
-
-impl<'de> Deserialize<'de> for Unread {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(Unread)
-    }
-}
-
-impl<'de> Visitor<'de> for Unread {
-    type Value = Self;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
-        Ok(self)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
-        Ok(self)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
-        Ok(self)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
-        Ok(self)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
-        Ok(self)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self, E> {
-        Ok(self)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<Self, A::Error> {
-        while items.next_element::<Self>()?.is_some() {}
-        Ok(self)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Self, A::Error> {
-        while members.next_key::<UnreadKey>()?.is_some() {
-            members.next_value::<Self>()?;
-        }
-        Ok(self)
-    }
-}
-
-/// A member's key read for [`Unread`]: any string but the raw-value token.
-struct UnreadKey;
-
-impl<'de> Deserialize<'de> for UnreadKey {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(UnreadKey)
-    }
-}
-
-impl Visitor<'_> for UnreadKey {
-    type Value = Self;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a member's key")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Self, E> {
-        if key == RAW_VALUE_TOKEN {
-            return Err(E::custom("an object member named by serde_json's private raw-value token"));
-        }
-        Ok(self)
     }
 }
 

@@ -18,6 +18,7 @@
 //! - [`logging`]: the `LoggingLevel` scale.
 //! - [`canonical`]: a canonical JSON serialisation for digests.
 //! - [`finished`]: a result on its way out, and [`result_text`]: a tool's result kept as its text.
+//! - [`unbuilt`]: JSON read with a `Value`'s checks and not built; [`RAW_VALUE_TOKEN`], which such readers look for.
 
 pub mod call;
 pub mod canonical;
@@ -32,7 +33,19 @@ pub mod method;
 pub mod params;
 pub mod plugin_kind;
 pub mod result_text;
+pub mod unbuilt;
 pub mod version;
+
+/// The key by which serde_json's `Value` (with its `raw_value` feature on,
+/// as the workspace has it) takes an object, when it is the object's first,
+/// for raw JSON text: the string member's text is parsed again as JSON. A
+/// reader that keeps JSON which may later be built as a `Value`, or that
+/// must agree with one that builds, refuses an object with this key, or
+/// what it accepts could mean something else once built
+/// (`switchyard-upstream`'s counted parse; [`unbuilt::NoRawValue`] for a
+/// call's `clientInfo`). What nothing builds, and no reader compares, need
+/// not be looked at (the members the counted parse counts and drops).
+pub const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 pub use call::ModernCall;
 pub use error::ErrorObject;

@@ -60,11 +60,12 @@
 use std::cell::Cell;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
-use switchyard_protocol::call::RAW_VALUE_TOKEN;
+use switchyard_protocol::RAW_VALUE_TOKEN;
 use switchyard_protocol::meta::{META, SERVER_INFO};
 use switchyard_protocol::result_text::{Leaves, MemberKey, NotText, ToolResultText};
+use switchyard_protocol::unbuilt::{Unbuilt, Watch};
 
 /// Why a message was not parsed.
 #[derive(Debug)]
@@ -311,7 +312,7 @@ impl<'de> Visitor<'de> for Counted<'_> {
             let Some(place) = self.1.of_member(&key) else {
                 // Never built at this place, so no earlier member of the
                 // key is in `object` to be replaced.
-                members.next_value_seed(Skipped(self.0))?;
+                members.next_value_seed(Unbuilt(self.0))?;
                 continue;
             };
             let value = members.next_value_seed(Counted(self.0, place))?;
@@ -339,61 +340,15 @@ impl<'de> DeserializeSeed<'de> for ResultText {
     }
 }
 
-/// A value read and counted like any other, but not built.
-#[derive(Clone, Copy)]
-struct Skipped<'c>(&'c Counter);
-
-impl<'de> DeserializeSeed<'de> for Skipped<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        self.0.one()?;
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Skipped<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+/// A value read and counted like any other, but not built: each value
+/// and each key is one more ([`Unbuilt`]); no key is looked at.
+impl Watch for &Counter {
+    fn value<E: de::Error>(self) -> Result<(), E> {
+        self.one()
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
-        while items.next_element_seed(self)?.is_some() {}
-        Ok(())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<(), A::Error> {
-        while members.next_key::<IgnoredAny>()?.is_some() {
-            self.0.one()?;
-            members.next_value_seed(self)?;
-        }
-        Ok(())
+    fn key<E: de::Error>(self, _: &str) -> Result<(), E> {
+        self.one()
     }
 }
 
