@@ -53,6 +53,21 @@ pub enum Outcome {
     Task(Map<String, Value>),
 }
 
+impl Outcome {
+    /// A complete `tools/call` result of one text block: kept as text
+    /// ([`ToolResultText::text_block`]) where the call takes it, so the
+    /// server writes it out as it is rather than building a `Value` to
+    /// write, check and free (#18); built otherwise, as a task's call
+    /// keeps its result.
+    pub fn text_block(text: String, cx: &CallContext) -> Self {
+        if cx.takes_result_text() {
+            Self::CompleteText(ToolResultText::text_block(&text))
+        } else {
+            Self::Complete(json!({ "content": [{ "type": "text", "text": text }] }))
+        }
+    }
+}
+
 /// A client's request about a task a plugin's source keeps (see
 /// [`Outcome::Task`]).
 #[derive(Debug, Clone, Copy)]

@@ -39,13 +39,44 @@ impl Plugin for Echo {
         &'a self,
         _name: &'a str,
         mut arguments: Map<String, Value>,
-        _cx: CallContext,
+        cx: CallContext,
     ) -> BoxFuture<'a, PluginResult<Outcome>> {
-        // The schema guarantees `text` is a string; it is moved, not copied.
+        // The schema guarantees `text` is a string. It is written straight
+        // into the result's text where the call takes one, and moved into
+        // the result's `Value` where it does not (`Outcome::text_block`).
         let text = match arguments.remove("text") {
             Some(Value::String(text)) => text,
             _ => String::new(),
         };
-        Box::pin(async move { Ok(Outcome::Complete(json!({ "content": [{ "type": "text", "text": text }] }))) })
+        let outcome = Outcome::text_block(text, &cx);
+        Box::pin(async move { Ok(outcome) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Map, json};
+    use switchyard_core::{CallContext, Outcome, Plugin};
+
+    use super::Echo;
+
+    #[tokio::test]
+    async fn answers_as_text_where_the_call_takes_it_and_as_a_value_elsewhere() {
+        let cx = CallContext::detached(Instant::now() + Duration::from_secs(5));
+        let text = "a \"quoted\" line\nand $ 😀";
+        let arguments = || Map::from_iter([("text".to_owned(), json!(text))]);
+        let expected = json!({ "content": [{ "type": "text", "text": text }] });
+
+        let built = Echo.call_tool("echo", arguments(), cx.clone()).await.unwrap();
+        assert_eq!(built, Outcome::Complete(expected.clone()));
+
+        let Outcome::CompleteText(kept) = Echo.call_tool("echo", arguments(), cx.taking_result_text()).await.unwrap()
+        else {
+            panic!("a tools/call's context takes text");
+        };
+        assert_eq!(kept.as_str(), serde_json::to_string(&expected).unwrap());
+        assert_eq!(kept.into_value(), expected);
     }
 }
