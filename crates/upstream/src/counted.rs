@@ -62,10 +62,9 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
-use switchyard_protocol::RAW_VALUE_TOKEN;
 use switchyard_protocol::meta::{META, SERVER_INFO};
 use switchyard_protocol::result_text::{Leaves, MemberKey, NotText, ToolResultText};
-use switchyard_protocol::unbuilt::{Unbuilt, Watch};
+use switchyard_protocol::unbuilt::{NoRawValue, Unbuilt, Watch};
 
 /// Why a message was not parsed.
 #[derive(Debug)]
@@ -296,9 +295,8 @@ impl<'de> Visitor<'de> for Counted<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = members.next_key_seed(MemberKey)? {
-            if key == RAW_VALUE_TOKEN {
-                return Err(de::Error::custom("an object member named by serde_json's private raw-value token"));
-            }
+            // Refused as any key, as a call's `clientInfo` refuses it.
+            NoRawValue.key(&key)?;
             self.0.one()?;
             if self.0.keeps_text && self.1 == Place::Message && key == "result" {
                 let kept = members.next_value_seed(ResultText)?.map_err(|_| de::Error::custom("a result to build"))?;
